@@ -43,7 +43,9 @@ def profile_path() -> Path:
     if override:
         path = Path(override)
         if not path.is_file():
-            raise DdsProfileError(f"LEROBOT_ROS_DDS_PROFILE={override} does not exist; unset it or point it at a Fast DDS XML profile")
+            raise DdsProfileError(
+                f"LEROBOT_ROS_DDS_PROFILE={override} does not exist; unset it or point it at a Fast DDS XML profile"
+            )
         return path
     for candidate in _profile_candidates():
         if candidate.is_file():

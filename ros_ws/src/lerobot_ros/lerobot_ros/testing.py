@@ -1,0 +1,337 @@
+"""Pytest harness for tests that run a real DDS graph of separate processes.
+
+Load it with `pytest_plugins = ["lerobot_ros.testing"]`. Fixtures:
+
+- `ros_domain`: a ROS_DOMAIN_ID leased for this test only (an flock'ed file per id, so parallel
+  workers and concurrent test runs on one machine never share a graph), with LOCALHOST discovery
+  and the stack's DDS profile set in `os.environ`.
+- `ros_env`: the environment to start ROS subprocesses with, in that domain.
+- `processes`: a `ProcessGroup`; everything it starts is stopped at teardown (SIGINT, then
+  SIGTERM, then SIGKILL, to the whole process group), whatever the test did.
+- `ros_node`: an rclpy node in its own context in the test's domain, spun by a background thread.
+
+Helpers `wait_for_topic`, `wait_for_messages`, `wait_for_service`, `call_service` and
+`wait_for_node` poll the graph with timeouts and fail with a message saying what was seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pytest
+
+from lerobot_ros.dds import clean_stale_shm, ros_environment
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+
+MAX_DOMAIN_ID = 232
+DOMAIN_LOCK_DIR = Path(tempfile.gettempdir()) / "lerobot_ros_domains"
+
+
+class DomainLease:
+    """Exclusive use of one ROS_DOMAIN_ID on this machine until `release()`."""
+
+    def __init__(self, domain_id: int, lock_file: TextIO) -> None:
+        self.domain_id = domain_id
+        self._lock_file = lock_file
+
+    def release(self) -> None:
+        if not self._lock_file.closed:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+
+
+def lease_domain(lock_dir: Path = DOMAIN_LOCK_DIR) -> DomainLease:
+    """Lease a free domain id in 1..232, starting at a random one to avoid reusing a fresh graph."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    start = random.randrange(1, MAX_DOMAIN_ID + 1)
+    for offset in range(MAX_DOMAIN_ID):
+        domain_id = 1 + (start - 1 + offset) % MAX_DOMAIN_ID
+        lock_file = open(lock_dir / f"{domain_id}.lock", "w")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            continue
+        return DomainLease(domain_id, lock_file)
+    raise RuntimeError(f"all ROS domain ids 1..{MAX_DOMAIN_ID} are leased (lock files in {lock_dir})")
+
+
+def venv_script(name: str) -> str:
+    """Path of a console script installed next to this interpreter (the project's venv)."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found; run scripts/setup.sh to install the project's scripts")
+    return str(path)
+
+
+class ManagedProcess:
+    """A child process in its own process group whose output is collected line by line."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, log_dir: Path) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_dir / f"{name}.log"
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._new_output = threading.Condition(self._lock)
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read_output, name=f"output-{name}", daemon=True)
+        self._reader.start()
+
+    def _read_output(self) -> None:
+        assert self.popen.stdout is not None
+        with open(self.log_path, "w") as log:
+            for line in self.popen.stdout:
+                log.write(line)
+                log.flush()
+                with self._new_output:
+                    self._lines.append(line.rstrip("\n"))
+                    self._new_output.notify_all()
+        with self._new_output:
+            self._new_output.notify_all()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def output(self) -> str:
+        with self._lock:
+            return "\n".join(self._lines)
+
+    def wait_for_output(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        """Wait until a line of output matches `pattern`; fail if the process exits first."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._new_output:
+            while True:
+                for line in self._lines[seen:]:
+                    match = regex.search(line)
+                    if match:
+                        return match
+                seen = len(self._lines)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self.popen.poll() is not None and not self._reader.is_alive()):
+                    break
+                self._new_output.wait(min(remaining, 0.2))
+        state = "still running" if self.popen.poll() is None else f"exited with {self.popen.returncode}"
+        raise AssertionError(
+            f"{self.name}: no output line matched {pattern!r} within {timeout} s ({state}); output:\n{self.output()}"
+        )
+
+    def send_signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        code = self.popen.wait(timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def stop(self, sigint_timeout: float = 5.0, sigterm_timeout: float = 3.0) -> int:
+        """Stop the whole process group: SIGINT, then SIGTERM, then SIGKILL."""
+        for sig, timeout in ((signal.SIGINT, sigint_timeout), (signal.SIGTERM, sigterm_timeout), (signal.SIGKILL, 5.0)):
+            if self.popen.poll() is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+        # Grandchildren may outlive the leader; the group must be empty afterwards.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self._reader.join(timeout=5)
+        return self.popen.wait()
+
+
+class ProcessGroup:
+    """Starts processes for one test and guarantees they are all gone afterwards."""
+
+    def __init__(self, env: Mapping[str, str], log_dir: Path) -> None:
+        self.env = dict(env)
+        self.log_dir = log_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._processes: list[ManagedProcess] = []
+
+    def start(
+        self, argv: Sequence[str], name: str | None = None, env: Mapping[str, str] | None = None, cwd: str | None = None
+    ) -> ManagedProcess:
+        name = name or f"{Path(argv[0]).name}-{len(self._processes)}"
+        process = ManagedProcess(name, argv, self.env if env is None else env, cwd, self.log_dir)
+        self._processes.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self._processes):
+            process.stop()
+
+    def __iter__(self) -> Iterator[ManagedProcess]:
+        return iter(self._processes)
+
+
+def _poll(condition: Callable[[], Any], timeout: float, describe: Callable[[], str], interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(describe())
+        time.sleep(interval)
+
+
+def wait_for_topic(node: Node, name: str, timeout: float = 20.0) -> list[str]:
+    """Wait until `name` is in the graph; returns its type names."""
+
+    def find() -> list[str] | None:
+        for topic, types in node.get_topic_names_and_types():
+            if topic == name:
+                return list(types)
+        return None
+
+    return list(
+        _poll(
+            find,
+            timeout,
+            lambda: (
+                f"topic {name} not seen within {timeout} s; topics: {sorted(dict(node.get_topic_names_and_types()))}"
+            ),
+        )
+    )
+
+
+def wait_for_node(node: Node, fully_qualified_name: str, timeout: float = 20.0) -> None:
+    def names() -> list[str]:
+        return [f"{ns.rstrip('/')}/{n}" for n, ns in node.get_node_names_and_namespaces()]
+
+    _poll(
+        lambda: fully_qualified_name in names(),
+        timeout,
+        lambda: f"node {fully_qualified_name} not seen within {timeout} s; nodes: {sorted(names())}",
+    )
+
+
+def wait_for_messages(
+    node: Node, msg_type: Any, topic: str, count: int = 1, timeout: float = 20.0, qos: Any = 10
+) -> list[Any]:
+    """Subscribe to `topic` and return the first `count` messages received."""
+    received: list[Any] = []
+    done = threading.Event()
+
+    def on_message(msg: Any) -> None:
+        if len(received) < count:
+            received.append(msg)
+            if len(received) >= count:
+                done.set()
+
+    subscription = node.create_subscription(msg_type, topic, on_message, qos)
+    try:
+        if not done.wait(timeout):
+            raise AssertionError(f"received {len(received)}/{count} messages on {topic} within {timeout} s")
+    finally:
+        node.destroy_subscription(subscription)
+    return received
+
+
+def wait_for_service(node: Node, srv_type: Any, name: str, timeout: float = 20.0) -> Any:
+    """Wait for a service server; returns a ready client."""
+    client = node.create_client(srv_type, name)
+    if not client.wait_for_service(timeout_sec=timeout):
+        node.destroy_client(client)
+        raise AssertionError(f"service {name} not available within {timeout} s")
+    return client
+
+
+def call_service(node: Node, srv_type: Any, name: str, request: Any, timeout: float = 20.0) -> Any:
+    client = wait_for_service(node, srv_type, name, timeout)
+    try:
+        future = client.call_async(request)
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout):
+            raise AssertionError(f"service {name} did not answer within {timeout} s")
+        return future.result()
+    finally:
+        node.destroy_client(client)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    clean_stale_shm()
+
+
+@pytest.fixture
+def ros_domain(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    lease = lease_domain()
+    try:
+        for key, value in ros_environment().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        monkeypatch.delenv("ROS_STATIC_PEERS", raising=False)
+        yield lease.domain_id
+    finally:
+        lease.release()
+
+
+@pytest.fixture
+def ros_env(ros_domain: int) -> dict[str, str]:
+    return ros_environment()
+
+
+@pytest.fixture
+def processes(ros_env: dict[str, str], tmp_path: Path) -> Iterator[ProcessGroup]:
+    group = ProcessGroup(ros_env, tmp_path / "process_logs")
+    try:
+        yield group
+    finally:
+        group.stop_all()
+
+
+@pytest.fixture
+def ros_node(ros_domain: int) -> Iterator[Node]:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_domain)
+    node = rclpy.create_node(f"test_probe_{os.getpid()}", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, name="ros_node-spin", daemon=True)
+    spinner.start()
+    try:
+        yield node
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        node.destroy_node()
+        context.try_shutdown()
+        spinner.join(timeout=5)
