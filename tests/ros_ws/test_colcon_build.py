@@ -1,0 +1,91 @@
+"""`colcon build` of ros_ws works the way a ROS 2 user would run it (colcon from PyPI)."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "ros_ws" / "src"
+VENV = Path(sys.prefix)
+PYTHON_PACKAGES = ["lerobot_ros", "lerobot_drivers", "lerobot_policy_node", "lerobot_recorder"]
+
+
+def console_scripts(package: str) -> list[str]:
+    cfg = configparser.ConfigParser()
+    cfg.read(SRC / package / "setup.cfg")
+    lines = cfg.get("options.entry_points", "console_scripts", fallback="").strip().splitlines()
+    return [line.split("=")[0].strip() for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def colcon_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("colcon_ws")
+    env = dict(os.environ, AMENT_PREFIX_PATH=str(VENV), CMAKE_PREFIX_PATH=str(VENV))
+    env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env['PATH']}"
+    result = subprocess.run(
+        [
+            str(VENV / "bin" / "colcon"),
+            "build",
+            "--base-paths",
+            str(SRC),
+            "--build-base",
+            str(ws / "build"),
+            "--install-base",
+            str(ws / "install"),
+            "--cmake-args",
+            f"-DPython3_EXECUTABLE={VENV / 'bin' / 'python'}",
+            "-DBUILD_TESTING=OFF",
+        ],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, f"colcon build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    finished = sorted(line.split()[2] for line in result.stdout.splitlines() if line.startswith("Finished <<<"))
+    assert finished == sorted([*PYTHON_PACKAGES, "lerobot_msgs"]), result.stdout[-2000:]
+    return ws / "install"
+
+
+@pytest.mark.slow
+def test_every_package_is_built_and_indexed(colcon_install: Path) -> None:
+    for package in [*PYTHON_PACKAGES, "lerobot_msgs"]:
+        assert (colcon_install / package / "share" / "ament_index" / "resource_index" / "packages" / package).exists()
+        assert (colcon_install / package / "share" / package / "package.xml").exists()
+
+
+@pytest.mark.slow
+def test_interfaces_are_generated(colcon_install: Path) -> None:
+    site = colcon_install / "lerobot_msgs" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    generated = site / "site-packages" / "lerobot_msgs"
+    for module in ["msg/_action_chunk.py", "msg/_recorder_status.py", "msg/_policy_status.py", "action/_record_episode.py"]:
+        assert (generated / module).exists(), module
+    assert (colcon_install / "lerobot_msgs" / "share" / "lerobot_msgs" / "msg" / "ActionChunk.msg").exists()
+
+
+@pytest.mark.slow
+def test_launch_and_config_land_in_share(colcon_install: Path) -> None:
+    checked = 0
+    for package in PYTHON_PACKAGES:
+        for folder in ["launch", "config"]:
+            for source in sorted((SRC / package / folder).glob("*")):
+                if source.is_file():
+                    assert (colcon_install / package / "share" / package / folder / source.name).exists(), source
+                    checked += 1
+    assert checked >= 1  # at least the DDS profile
+
+
+@pytest.mark.slow
+def test_console_scripts_land_in_lib_package(colcon_install: Path) -> None:
+    for package in PYTHON_PACKAGES:
+        for script in console_scripts(package):
+            assert (colcon_install / package / "lib" / package / script).exists(), f"{package}/{script}"
+    assert (colcon_install / "lerobot_ros" / "lib" / "lerobot_ros" / "lerobot-ros").exists()
