@@ -71,6 +71,8 @@ deps_hash=$(inputs_hash requirements)
 if ! is_current deps "$deps_hash"; then
   pip_install -r "$ROOT/requirements/base.txt" -r "$ROOT/requirements/dev.txt"
   mark deps "$deps_hash"
+else
+  echo "    up to date"
 fi
 
 step "repair cmake exports of the ROS wheels"
@@ -84,7 +86,7 @@ while IFS= read -r -d '' f; do
 done < <(grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" || true)
 
 step "build lerobot_msgs into the venv"
-msgs_hash=$(inputs_hash ros_ws/src/lerobot_msgs requirements)
+msgs_hash=$(inputs_hash ros_ws/src/lerobot_msgs requirements/ros.txt)
 if ! is_current msgs "$msgs_hash" || ! "$PY" -c 'import lerobot_msgs.msg' 2>/dev/null; then
   build=$VENV/.build/lerobot_msgs
   rm -rf "$build" && mkdir -p "$build"
@@ -97,6 +99,8 @@ if ! is_current msgs "$msgs_hash" || ! "$PY" -c 'import lerobot_msgs.msg' 2>/dev
       || { tail -n 40 "$build/build.log"; exit 1; }
   ) || fail "lerobot_msgs did not build; logs in $build"
   mark msgs "$msgs_hash"
+else
+  echo "    up to date"
 fi
 
 step "project packages (editable)"
@@ -114,6 +118,8 @@ if ! is_current packages "$pkgs_hash"; then
   for p in "${PACKAGES[@]}"; do editable+=(-e "$ROOT/$p"); done
   pip_install --no-deps --no-build-isolation "${editable[@]}"
   mark packages "$pkgs_hash"
+else
+  echo "    up to date"
 fi
 
 step "ament index entries for the editable packages"
