@@ -1,0 +1,37 @@
+"""LeRobot v3.0 dataset format: a writer with atomic episode commits, a reader, and a validator.
+
+Pure Python (no rclpy); used by the recorder node, the bag converter and training.
+
+    from lerobot_recorder.dataset import DatasetWriter, DatasetReader, FeatureSpec, DatasetError
+"""
+
+from lerobot_recorder.dataset.errors import (
+    DatasetError,
+    DatasetExistsError,
+    DatasetFormatError,
+    DatasetNotFoundError,
+    DecoderError,
+    EncoderError,
+    EpisodeStateError,
+    FeatureError,
+    SchemaMismatchError,
+)
+from lerobot_recorder.dataset.features import FeatureSpec
+from lerobot_recorder.dataset.reader import DatasetReader
+from lerobot_recorder.dataset.writer import DatasetWriter, recover
+
+__all__ = [
+    "DatasetError",
+    "DatasetExistsError",
+    "DatasetFormatError",
+    "DatasetNotFoundError",
+    "DatasetReader",
+    "DatasetWriter",
+    "DecoderError",
+    "EncoderError",
+    "EpisodeStateError",
+    "FeatureError",
+    "FeatureSpec",
+    "SchemaMismatchError",
+    "recover",
+]

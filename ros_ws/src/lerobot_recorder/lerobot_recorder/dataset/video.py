@@ -1,0 +1,279 @@
+"""Video encoding (streaming, one thread per camera), mp4 concatenation and frame decoding (PyAV).
+
+Encoder settings follow LeRobot 0.4.4: libsvtav1 with pix_fmt yuv420p, g=2, crf=30,
+preset=12; h264 (libx264) with g=2, crf=30. Episodes are encoded to their own mp4 in the
+staging folder while they are recorded, then appended to the camera's dataset file by a
+stream copy (no re-encoding), as LeRobot's concat demuxer does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import numpy.typing as npt
+
+from lerobot_recorder.dataset.errors import DecoderError, EncoderError
+
+VIDEO_CODECS: dict[str, str] = {"libsvtav1": "av1", "h264": "h264"}
+PIX_FMT = "yuv420p"
+GOP = 2
+CRF = 30
+SVTAV1_PRESET = 12
+
+
+def codec_options(codec: str) -> dict[str, str]:
+    """Encoder options LeRobot uses for `codec`."""
+    if codec not in VIDEO_CODECS:
+        raise EncoderError(f"video codec {codec!r} is not supported; use one of {', '.join(VIDEO_CODECS)}")
+    options = {"g": str(GOP), "crf": str(CRF)}
+    if codec == "libsvtav1":
+        options["preset"] = str(SVTAV1_PRESET)
+    return options
+
+
+class EpisodeVideoEncoder:
+    """Encodes one camera's frames of one episode into an mp4 file, synchronously."""
+
+    def __init__(self, path: Path, *, codec: str, fps: int, height: int, width: int) -> None:
+        self.path = path
+        self.frames = 0
+        # SVT-AV1 prints its whole configuration to stderr at level 3; keep warnings and errors.
+        os.environ.setdefault("SVT_LOG", "2")
+        try:
+            self._container: Any = av.open(str(path), mode="w", format="mp4")
+            stream: Any = self._container.add_stream(codec, rate=fps, options=codec_options(codec))
+            stream.width = width
+            stream.height = height
+            stream.pix_fmt = PIX_FMT
+            self._stream: Any = stream
+        except (av.FFmpegError, ValueError) as err:
+            raise EncoderError(f"cannot start the {codec} encoder for {path.name}: {err}") from None
+
+    def encode(self, frame: npt.NDArray[np.uint8]) -> None:
+        video_frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
+        for packet in self._stream.encode(video_frame):
+            self._container.mux(packet)
+        self.frames += 1
+
+    def finish(self) -> None:
+        """Flush the encoder and close the file."""
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+
+    def abort(self) -> None:
+        """Close the file without flushing; the episode's mp4 is discarded anyway."""
+        with contextlib.suppress(av.FFmpegError):
+            self._container.close()
+
+
+class FrameWorker:
+    """A thread that feeds frames from a bounded queue to `consume`; errors surface on the caller's side.
+
+    `put` blocks when `max_pending` frames wait (back-pressure instead of unbounded memory).
+    An exception in `consume` stops the worker; the next `put` or `finish` raises EncoderError.
+    """
+
+    _STOP = object()
+
+    def __init__(self, name: str, consume: Callable[[npt.NDArray[np.uint8]], None], max_pending: int = 64) -> None:
+        self._consume = consume
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max_pending)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"frames-{name}", daemon=True)
+        self._name = name
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Frames queued but not yet consumed (the encode lag in frames)."""
+        return self._queue.qsize()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is self._STOP:
+                return
+            if self._error is not None:
+                continue  # drain so that producers never block on a dead worker
+            try:
+                self._consume(item)  # type: ignore[arg-type]
+            except Exception as err:
+                self._error = err
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise EncoderError(f"the frame worker for {self._name!r} failed: {self._error}") from self._error
+
+    def put(self, frame: npt.NDArray[np.uint8]) -> None:
+        self._raise_if_failed()
+        while True:
+            try:
+                self._queue.put(frame, timeout=0.5)
+                return
+            except queue.Full:
+                self._raise_if_failed()
+                if not self._thread.is_alive():
+                    raise EncoderError(f"the frame worker for {self._name!r} stopped") from None
+
+    def finish(self) -> None:
+        """Wait until every queued frame is consumed; raises EncoderError if any failed."""
+        self._queue.put(self._STOP)
+        self._thread.join()
+        self._raise_if_failed()
+
+    def abort(self) -> None:
+        """Stop without raising (the episode is being discarded)."""
+        self._error = self._error or EncoderError("aborted")
+        self._queue.put(self._STOP)
+        self._thread.join()
+
+
+@dataclass(frozen=True)
+class VideoProbe:
+    codec: str
+    pix_fmt: str
+    width: int
+    height: int
+    fps: float
+    frames: int
+    duration_s: float
+
+
+def probe(path: Path) -> VideoProbe:
+    """Codec, size, rate, packet count and duration of the first video stream of `path`."""
+    try:
+        container: Any = av.open(str(path))
+    except av.FFmpegError as err:
+        raise DecoderError(f"cannot read video {path}: {err}") from None
+    try:
+        stream = container.streams.video[0]
+        frames = 0
+        last_end = 0
+        for packet in container.demux(stream):
+            if packet.pts is None:
+                continue
+            frames += 1
+            last_end = max(last_end, packet.pts + (packet.duration or 0))
+        time_base = stream.time_base or Fraction(1, 1)
+        rate = stream.average_rate or stream.base_rate or 0
+        return VideoProbe(
+            codec=stream.codec_context.name,
+            pix_fmt=stream.codec_context.pix_fmt or "",
+            width=stream.codec_context.width,
+            height=stream.codec_context.height,
+            fps=float(rate),
+            frames=frames,
+            duration_s=float(last_end * time_base),
+        )
+    except (av.FFmpegError, IndexError) as err:
+        raise DecoderError(f"cannot read video {path}: {err}") from None
+    finally:
+        container.close()
+
+
+def concatenate(inputs: Sequence[Path], output: Path) -> None:
+    """Stream-copy `inputs` (same codec, size and rate) one after the other into `output` (faststart mp4)."""
+    try:
+        with av.open(str(output), mode="w", format="mp4", options={"movflags": "faststart"}) as out:
+            out_stream: Any = None
+            offset_s = Fraction(0)
+            for path in inputs:
+                with av.open(str(path)) as inp:
+                    in_stream = inp.streams.video[0]
+                    if out_stream is None:
+                        out_stream = out.add_stream_from_template(in_stream, opaque=True)
+                        out_stream.time_base = in_stream.time_base
+                    time_base = in_stream.time_base or Fraction(1, 1)
+                    shift = round(offset_s / time_base)
+                    end = 0
+                    for packet in inp.demux(in_stream):
+                        if packet.dts is None:
+                            continue
+                        end = max(end, (packet.pts or 0) + (packet.duration or 0))
+                        packet.pts = (packet.pts or 0) + shift
+                        packet.dts = packet.dts + shift
+                        packet.stream = out_stream
+                        out.mux(packet)
+                    offset_s += end * time_base
+    except av.FFmpegError as err:
+        raise EncoderError(f"cannot concatenate videos into {output}: {err}") from None
+
+
+class _OpenVideo:
+    def __init__(self, path: Path) -> None:
+        self.container: Any = av.open(str(path))
+        self.stream: Any = self.container.streams.video[0]
+        self.stream.thread_type = "AUTO"
+        self.time_base: Fraction = self.stream.time_base or Fraction(1, 1)
+        self.next_frames: Any = None  # iterator positioned after the last decoded frame
+        self.last_time = -1.0
+
+    def close(self) -> None:
+        self.container.close()
+
+
+class VideoDecoder:
+    """Decodes frames by timestamp from a small LRU cache of open mp4 files."""
+
+    def __init__(self, max_open: int = 8, tolerance_s: float = 1e-4) -> None:
+        self._open: OrderedDict[Path, _OpenVideo] = OrderedDict()
+        self._max_open = max_open
+        self.tolerance_s = tolerance_s
+
+    def _get(self, path: Path) -> _OpenVideo:
+        video = self._open.pop(path, None)
+        if video is None:
+            try:
+                video = _OpenVideo(path)
+            except (av.FFmpegError, IndexError) as err:
+                raise DecoderError(f"cannot open video {path}: {err}") from None
+            while len(self._open) >= self._max_open:
+                _, old = self._open.popitem(last=False)
+                old.close()
+        self._open[path] = video
+        return video
+
+    def frame_at(self, path: Path, time_s: float) -> npt.NDArray[np.uint8]:
+        """The (H, W, 3) uint8 RGB frame whose timestamp is within tolerance of `time_s`."""
+        video = self._get(path)
+        # Sequential reads continue decoding; anything else seeks to the keyframe before.
+        if not (video.next_frames is not None and video.last_time < time_s <= video.last_time + 1.0):
+            target = round(time_s / video.time_base)
+            video.container.seek(target, stream=video.stream, backward=True, any_frame=False)
+            video.next_frames = video.container.decode(video.stream)
+            video.last_time = -1.0
+        try:
+            for frame in video.next_frames:
+                t = float(frame.pts * video.time_base)
+                video.last_time = t
+                if t < time_s - self.tolerance_s:
+                    continue
+                if abs(t - time_s) > self.tolerance_s:
+                    raise DecoderError(
+                        f"{path}: no frame at {time_s:.6f} s (nearest decoded {t:.6f} s); "
+                        "timestamps and video frames disagree"
+                    )
+                result: npt.NDArray[np.uint8] = frame.to_ndarray(format="rgb24")
+                return result
+        except av.FFmpegError as err:
+            video.next_frames = None
+            raise DecoderError(f"{path}: decoding failed near {time_s:.6f} s: {err}") from None
+        video.next_frames = None
+        raise DecoderError(f"{path}: no frame at {time_s:.6f} s (the video ends before it)")
+
+    def close(self) -> None:
+        for video in self._open.values():
+            video.close()
+        self._open.clear()

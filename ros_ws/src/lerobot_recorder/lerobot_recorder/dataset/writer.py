@@ -1,0 +1,741 @@
+"""`DatasetWriter`: records episodes into a LeRobot v3.0 dataset, committing each one atomically.
+
+Design of the atomic commit (see the package README for the long version):
+
+* While an episode is recorded nothing under data/, videos/ or meta/ changes. Frames go to
+  `<root>/.lerobot_ros_staging/episode-XXXXXX/`: numeric values stay in memory (small), every
+  camera has a worker thread that encodes video frames into the episode's own mp4 (or PNG-encodes
+  `image` frames into a spill file) and records the channel histograms for the statistics.
+* `save_episode()` writes every file that changes as a complete new file in the staging folder
+  (parquet with footer, mp4 with the episode appended by stream copy, tasks, stats, info), fsyncs
+  them, writes a journal naming the renames, then renames each file over its final name and
+  deletes the journal. LeRobot's loader globs only data/*/*.parquet and meta/episodes/*/*.parquet,
+  so staging files are invisible to it.
+* A crash before the journal exists leaves the previous dataset untouched (the staging files are
+  garbage, removed at the next open). A crash after it is rolled forward by the next
+  `DatasetWriter.open` (or `lerobot-ros dataset validate --repair`). The renames run in the order
+  videos, data, episodes, tasks, stats, info: every intermediate state still serves all earlier
+  episodes correctly to LeRobot's loader.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lerobot_recorder.dataset import stats as stats_mod
+from lerobot_recorder.dataset.errors import (
+    DatasetError,
+    DatasetExistsError,
+    DatasetFormatError,
+    EncoderError,
+    EpisodeStateError,
+    FeatureError,
+    SchemaMismatchError,
+)
+from lerobot_recorder.dataset.features import (
+    BOOKKEEPING_DTYPES,
+    FeatureSpec,
+    arrow_type,
+    bookkeeping_features,
+    coerce_value,
+    hf_feature,
+    validate_feature_key,
+)
+from lerobot_recorder.dataset.images import encode_png
+from lerobot_recorder.dataset.layout import (
+    CODEBASE_VERSION,
+    DATA_PATH,
+    DEFAULT_CHUNKS_SIZE,
+    DEFAULT_DATA_FILES_SIZE_MB,
+    DEFAULT_VIDEO_FILES_SIZE_MB,
+    EPISODES_PATH,
+    INFO_PATH,
+    STAGING_DIR,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    FileRef,
+    fsync_dir,
+    fsync_file,
+    size_mb,
+)
+from lerobot_recorder.dataset.meta import DatasetMeta, write_tasks
+from lerobot_recorder.dataset.video import (
+    PIX_FMT,
+    VIDEO_CODECS,
+    EpisodeVideoEncoder,
+    FrameWorker,
+    codec_options,
+    concatenate,
+)
+
+JOURNAL_NAME = "commit-journal.json"
+LOCK_NAME = "writer.lock"
+
+
+def recover(root: Path) -> int | None:
+    """Finish an interrupted commit (roll forward) and drop staging leftovers.
+
+    Returns the episode index whose commit was completed, or None when there was nothing to finish.
+    The caller must hold the writer lock (or know that no writer runs).
+    """
+    staging = root / STAGING_DIR
+    journal = staging / JOURNAL_NAME
+    finished: int | None = None
+    if journal.is_file():
+        try:
+            plan = json.loads(journal.read_text())
+        except ValueError:
+            plan = None  # a torn journal means the commit was not decided yet
+        if plan is not None:
+            for src, dst in plan["renames"]:
+                src_path, dst_path = root / src, root / dst
+                if src_path.exists():
+                    dst_path.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(src_path, dst_path)
+                    fsync_dir(dst_path.parent)
+            finished = int(plan["episode_index"])
+        journal.unlink()
+    if staging.is_dir():
+        for entry in staging.iterdir():
+            if entry.name == LOCK_NAME:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    return finished
+
+
+class _Commit:
+    """Files written to the staging folder, then renamed into place through a journal."""
+
+    def __init__(self, root: Path, episode_index: int) -> None:
+        self.root = root
+        self.episode_index = episode_index
+        self.dir = root / STAGING_DIR / "commit"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.renames: list[tuple[Path, Path]] = []
+
+    def temp_for(self, final_rel: str) -> Path:
+        """A staging path for the new content of `final_rel`, registered for the commit."""
+        tmp = self.dir / f"{len(self.renames):03d}-{Path(final_rel).name}"
+        self.renames.append((tmp, self.root / final_rel))
+        return tmp
+
+    def apply(self) -> None:
+        for tmp, _ in self.renames:
+            fsync_file(tmp)
+        fsync_dir(self.dir)
+        journal = self.root / STAGING_DIR / JOURNAL_NAME
+        plan = {
+            "episode_index": self.episode_index,
+            "renames": [[str(t.relative_to(self.root)), str(f.relative_to(self.root))] for t, f in self.renames],
+        }
+        tmp_journal = journal.with_suffix(".tmp")
+        tmp_journal.write_text(json.dumps(plan))
+        fsync_file(tmp_journal)
+        os.replace(tmp_journal, journal)
+        fsync_dir(journal.parent)
+        for tmp, final in self.renames:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, final)
+        for directory in {final.parent for _, final in self.renames}:
+            fsync_dir(directory)
+        journal.unlink()
+
+
+@dataclass
+class _Camera:
+    spec: FeatureSpec
+    worker: FrameWorker
+    histograms: stats_mod.CameraHistograms
+    encoder: EpisodeVideoEncoder | None = None
+    png_file: IO[bytes] | None = None
+    png_path: Path | None = None
+    png_spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class _Episode:
+    index: int
+    task: str
+    dir: Path
+    values: dict[str, list[Any]]
+    cameras: dict[str, _Camera]
+    frames: int = 0
+
+
+class DatasetWriter:
+    """Writes LeRobot v3.0 datasets: `create` a new one or `open` an existing one to append episodes.
+
+    Use as a context manager; an episode still open when the block exits by an exception is discarded.
+    Not thread-safe: call it from one thread (the per-camera encoders run in their own threads).
+    """
+
+    def __init__(self, root: Path, meta: DatasetMeta, video_codec: str, lock: IO[str], max_pending: int) -> None:
+        """Use `DatasetWriter.create` or `DatasetWriter.open`."""
+        self._root = root
+        self._meta = meta
+        self._codec = video_codec
+        self._lock = lock
+        self._max_pending = max_pending
+        self._episode: _Episode | None = None
+        self._closed = False
+
+    @staticmethod
+    def _acquire_lock(root: Path) -> IO[str]:
+        staging = root / STAGING_DIR
+        staging.mkdir(parents=True, exist_ok=True)
+        lock = (staging / LOCK_NAME).open("w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise DatasetError(f"another DatasetWriter has {root} open; close it first") from None
+        return lock
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        *,
+        repo_id: str,
+        fps: int,
+        features: dict[str, FeatureSpec],
+        robot_type: str | None = None,
+        video_codec: str = "libsvtav1",
+        contract: dict[str, Any] | None = None,
+        chunks_size: int = DEFAULT_CHUNKS_SIZE,
+        data_files_size_in_mb: float = DEFAULT_DATA_FILES_SIZE_MB,
+        video_files_size_in_mb: float = DEFAULT_VIDEO_FILES_SIZE_MB,
+        max_pending_frames: int = 64,
+    ) -> DatasetWriter:
+        """Create a new, empty dataset at `root` (which must not exist).
+
+        `contract`, when given, is stored as meta/contract.json (the robot contract the data was
+        recorded with). The size limits decide when a new data/video file starts.
+        """
+        root = Path(root)
+        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise DatasetExistsError(f"{root} already exists; use DatasetWriter.open(root) to append to it")
+        if not isinstance(fps, int) or fps <= 0:
+            raise FeatureError(f"fps must be a positive int, got {fps!r}")
+        if not features:
+            raise FeatureError("features is empty; declare at least one feature")
+        codec_options(video_codec)  # raises on an unknown codec
+        for key, spec in features.items():
+            validate_feature_key(key)
+            if not isinstance(spec, FeatureSpec):
+                raise FeatureError(f"feature {key!r} must be a FeatureSpec, got {type(spec).__name__}")
+        all_features = {**features, **bookkeeping_features()}
+        has_video = any(spec.dtype == "video" for spec in features.values())
+        info: dict[str, Any] = {
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": robot_type,
+            "total_episodes": 0,
+            "total_frames": 0,
+            "total_tasks": 0,
+            "chunks_size": chunks_size,
+            "data_files_size_in_mb": data_files_size_in_mb,
+            "video_files_size_in_mb": video_files_size_in_mb,
+            "fps": fps,
+            "splits": {},
+            "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH if has_video else None,
+            "features": {key: spec.to_info() for key, spec in all_features.items()},
+        }
+        root.mkdir(parents=True, exist_ok=True)
+        lock = cls._acquire_lock(root)
+        (root / "meta").mkdir(exist_ok=True)
+        if contract is not None:
+            _write_atomic_text(root / "meta" / "contract.json", json.dumps(contract, indent=2, sort_keys=False))
+        write_tasks(root / STAGING_DIR / "tasks.parquet", [])
+        os.replace(root / STAGING_DIR / "tasks.parquet", root / TASKS_PATH)
+        _write_atomic_text(root / INFO_PATH, json.dumps(info, indent=4))
+        meta = DatasetMeta(root=root, info=info, features=all_features, tasks=[], episodes=[], stats=None)
+        return cls(root, meta, video_codec, lock, max_pending_frames)
+
+    @classmethod
+    def open(
+        cls,
+        root: Path,
+        *,
+        expect_features: dict[str, FeatureSpec] | None = None,
+        expect_fps: int | None = None,
+        video_codec: str | None = None,
+        max_pending_frames: int = 64,
+    ) -> DatasetWriter:
+        """Open an existing dataset to append episodes; finishes an interrupted commit first.
+
+        With `expect_features` (and `expect_fps`), raises SchemaMismatchError naming every
+        difference between the dataset's schema and the expected one. The video codec defaults
+        to the one the dataset's videos already use.
+        """
+        root = Path(root)
+        lock = cls._acquire_lock(root)
+        try:
+            recover(root)
+            meta = DatasetMeta.load(root)
+            if expect_features is not None:
+                problems = schema_differences(meta.user_features, expect_features)
+                if problems:
+                    raise SchemaMismatchError(
+                        f"{root} holds a different schema: {'; '.join(problems)}. "
+                        "Write to a new root or use the dataset's features"
+                    )
+            if expect_fps is not None and expect_fps != meta.fps:
+                raise SchemaMismatchError(f"{root} was recorded at {meta.fps} fps, not {expect_fps}")
+            existing = {
+                spec.info.get("video.codec")
+                for spec in meta.features.values()
+                if spec.dtype == "video" and spec.info is not None
+            }
+            existing.discard(None)
+            by_name = {name: codec for codec, name in VIDEO_CODECS.items()}
+            codec = video_codec
+            if codec is None:
+                codec = by_name.get(str(next(iter(existing))), "libsvtav1") if existing else "libsvtav1"
+            codec_options(codec)
+            if existing and VIDEO_CODECS[codec] not in existing:
+                raise SchemaMismatchError(
+                    f"{root} stores {', '.join(sorted(map(str, existing)))} video; "
+                    f"episodes encoded with {codec} cannot join those files"
+                )
+        except BaseException:
+            lock.close()
+            raise
+        return cls(root, meta, codec, lock, max_pending_frames)
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def fps(self) -> int:
+        return self._meta.fps
+
+    @property
+    def features(self) -> dict[str, FeatureSpec]:
+        """The user features (without the five bookkeeping ones)."""
+        return self._meta.user_features
+
+    @property
+    def num_episodes(self) -> int:
+        return self._meta.total_episodes
+
+    @property
+    def num_frames(self) -> int:
+        return self._meta.total_frames
+
+    @property
+    def video_codec(self) -> str:
+        return self._codec
+
+    @property
+    def episode_frames(self) -> int:
+        """Frames added to the episode being recorded (0 when none is)."""
+        return self._episode.frames if self._episode is not None else 0
+
+    @property
+    def encode_lag_frames(self) -> int:
+        """The largest number of frames still waiting in a camera worker's queue."""
+        if self._episode is None:
+            return 0
+        return max((cam.worker.pending for cam in self._episode.cameras.values()), default=0)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EpisodeStateError("the writer is closed")
+
+    def start_episode(self, task: str) -> int:
+        """Begin recording an episode of `task`; returns its episode index."""
+        self._check_open()
+        if self._episode is not None:
+            raise EpisodeStateError(
+                f"episode {self._episode.index} is still open; save_episode() or discard_episode() first"
+            )
+        if not isinstance(task, str) or not task.strip():
+            raise FeatureError("task must be a non-empty string describing the episode")
+        index = self._meta.total_episodes
+        directory = self._root / STAGING_DIR / f"episode-{index:06d}"
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        values: dict[str, list[Any]] = {}
+        cameras: dict[str, _Camera] = {}
+        episode = _Episode(index=index, task=task, dir=directory, values=values, cameras=cameras)
+        try:
+            for key, spec in self.features.items():
+                if spec.is_camera:
+                    cameras[key] = self._start_camera(directory, key, spec)
+                else:
+                    values[key] = []
+        except BaseException:
+            self._abort_episode(episode)
+            raise
+        self._episode = episode
+        return index
+
+    def _start_camera(self, directory: Path, key: str, spec: FeatureSpec) -> _Camera:
+        histograms = stats_mod.CameraHistograms(directory / f"{key}.hist")
+        if spec.dtype == "video":
+            height, width, _ = spec.shape
+            encoder = EpisodeVideoEncoder(
+                directory / f"{key}.mp4", codec=self._codec, fps=self.fps, height=height, width=width
+            )
+
+            def consume_video(frame: npt.NDArray[np.uint8]) -> None:
+                encoder.encode(frame)
+                histograms.add(frame)
+
+            worker = FrameWorker(key, consume_video, self._max_pending)
+            return _Camera(spec=spec, worker=worker, histograms=histograms, encoder=encoder)
+        png_path = directory / f"{key}.png-frames"
+        png_file = png_path.open("wb")
+        camera = _Camera(spec=spec, worker=None, histograms=histograms, png_file=png_file, png_path=png_path)  # type: ignore[arg-type]
+
+        def consume_image(frame: npt.NDArray[np.uint8]) -> None:
+            data = encode_png(frame)
+            start = png_file.tell()
+            png_file.write(data)
+            camera.png_spans.append((start, len(data)))
+            histograms.add(frame)
+
+        camera.worker = FrameWorker(key, consume_image, self._max_pending)
+        return camera
+
+    def add_frame(self, frame: dict[str, Any]) -> None:
+        """Add one frame: a value for every user feature (index/timestamp/... are added by the writer).
+
+        Raises FeatureError on an unknown or missing key or a value of the wrong shape/dtype (the
+        frame is then not added), EncoderError when a camera's encoder has failed.
+        """
+        self._check_open()
+        episode = self._episode
+        if episode is None:
+            raise EpisodeStateError("add_frame() before start_episode()")
+        features = self.features
+        unknown = sorted(set(frame) - set(features))
+        if unknown:
+            raise FeatureError(
+                f"unknown feature(s) {', '.join(map(repr, unknown))}; the dataset has {', '.join(features)}"
+            )
+        missing = [key for key in features if key not in frame]
+        if missing:
+            raise FeatureError(f"frame lacks feature(s) {', '.join(map(repr, missing))}")
+        checked = {key: coerce_value(key, spec, frame[key]) for key, spec in features.items()}
+        for key, value in checked.items():
+            if key in episode.cameras:
+                # The caller may reuse its buffer once we return: the worker gets its own copy.
+                episode.cameras[key].worker.put(np.array(value, copy=True))
+            else:
+                episode.values[key].append(value)
+        episode.frames += 1
+
+    def discard_episode(self) -> None:
+        """Drop the episode being recorded; the dataset on disk is unchanged."""
+        self._check_open()
+        if self._episode is None:
+            raise EpisodeStateError("discard_episode() without an open episode")
+        self._abort_episode(self._episode)
+        self._episode = None
+
+    def _abort_episode(self, episode: _Episode) -> None:
+        for camera in episode.cameras.values():
+            if camera.worker is not None:
+                camera.worker.abort()
+            if camera.encoder is not None:
+                camera.encoder.abort()
+            if camera.png_file is not None:
+                camera.png_file.close()
+            camera.histograms.close()
+        shutil.rmtree(episode.dir, ignore_errors=True)
+
+    def save_episode(self) -> int:
+        """Commit the episode being recorded atomically; returns its episode index.
+
+        On any error the episode is discarded and the dataset stays as it was before.
+        """
+        self._check_open()
+        episode = self._episode
+        if episode is None:
+            raise EpisodeStateError("save_episode() without an open episode")
+        self._episode = None
+        try:
+            if episode.frames == 0:
+                raise EpisodeStateError(f"episode {episode.index} has no frames; discard it instead")
+            for camera in episode.cameras.values():
+                camera.worker.finish()
+                if camera.encoder is not None:
+                    camera.encoder.finish()
+                if camera.png_file is not None:
+                    camera.png_file.close()
+            self._commit(episode)
+        except BaseException:
+            self._abort_episode(episode)
+            raise
+        shutil.rmtree(episode.dir, ignore_errors=True)
+        return episode.index
+
+    def close(self) -> None:
+        """Discard an unsaved episode and release the dataset."""
+        if self._closed:
+            return
+        if self._episode is not None:
+            self._abort_episode(self._episode)
+            self._episode = None
+        self._closed = True
+        self._lock.close()
+
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _episode_table(self, episode: _Episode, start_index: int, task_index: int) -> pa.Table:
+        n = episode.frames
+        columns: dict[str, pa.Array] = {}
+        for key, spec in self._meta.features.items():
+            if spec.dtype == "video" or key in BOOKKEEPING_DTYPES:
+                continue
+            if spec.dtype == "image":
+                camera = episode.cameras[key]
+                assert camera.png_path is not None
+                blobs: list[bytes] = []
+                with camera.png_path.open("rb") as f:
+                    for start, length in camera.png_spans:
+                        f.seek(start)
+                        blobs.append(f.read(length))
+                paths = [f"frame-{i:06d}.png" for i in range(n)]
+                columns[key] = pa.StructArray.from_arrays(
+                    [pa.array(blobs, pa.binary()), pa.array(paths, pa.string())], names=["bytes", "path"]
+                )
+            elif spec.dtype == "string":
+                columns[key] = pa.array(episode.values[key], pa.string())
+            else:
+                stacked = np.stack(episode.values[key])
+                if spec.shape == (1,):
+                    columns[key] = pa.array(stacked.reshape(-1), arrow_type(spec))
+                else:
+                    columns[key] = pa.FixedSizeListArray.from_arrays(pa.array(stacked.reshape(-1)), spec.shape[0])
+        frame_index = np.arange(n, dtype=np.int64)
+        columns["timestamp"] = pa.array((frame_index / self.fps).astype(np.float32))
+        columns["frame_index"] = pa.array(frame_index)
+        columns["episode_index"] = pa.array(np.full(n, episode.index, dtype=np.int64))
+        columns["index"] = pa.array(frame_index + start_index)
+        columns["task_index"] = pa.array(np.full(n, task_index, dtype=np.int64))
+        hf = {key: hf_feature(spec) for key, spec in self._meta.features.items() if spec.dtype != "video"}
+        schema = pa.schema(
+            [pa.field(key, columns[key].type) for key in columns],
+            metadata={"huggingface": json.dumps({"info": {"features": hf}})},
+        )
+        return pa.Table.from_arrays(list(columns.values()), schema=schema)
+
+    def _episode_stats(self, episode: _Episode, table: pa.Table) -> stats_mod.EpisodeStats:
+        result: stats_mod.EpisodeStats = {}
+        for key, spec in self._meta.features.items():
+            if spec.dtype == "string":
+                continue
+            if spec.is_camera:
+                result[key] = episode.cameras[key].histograms.stats()
+                episode.cameras[key].histograms.close()
+            elif key in BOOKKEEPING_DTYPES:
+                result[key] = stats_mod.vector_stats(table.column(key).to_numpy().reshape(-1, 1))
+            else:
+                result[key] = stats_mod.vector_stats(np.stack(episode.values[key]))
+        return result
+
+    def _last_ref(self, prefix: str) -> FileRef | None:
+        if not self._meta.episodes:
+            return None
+        last = self._meta.episodes[-1]
+        return FileRef(int(last[f"{prefix}/chunk_index"]), int(last[f"{prefix}/file_index"]))
+
+    def _rows_in(self, prefix: str, ref: FileRef) -> list[dict[str, Any]]:
+        return [
+            row
+            for row in self._meta.episodes
+            if (int(row[f"{prefix}/chunk_index"]), int(row[f"{prefix}/file_index"])) == (ref.chunk, ref.file)
+        ]
+
+    def _commit(self, episode: _Episode) -> None:
+        meta = self._meta
+        info = json.loads(json.dumps(meta.info))
+        chunks_size = meta.chunks_size
+        commit = _Commit(self._root, episode.index)
+
+        tasks = list(meta.tasks)
+        if episode.task not in tasks:
+            tasks.append(episode.task)
+        task_index = tasks.index(episode.task)
+        start_index = meta.total_frames
+        table = self._episode_table(episode, start_index, task_index)
+        ep_stats = self._episode_stats(episode, table)
+
+        row: dict[str, Any] = {
+            "episode_index": episode.index,
+            "tasks": [episode.task],
+            "length": episode.frames,
+        }
+
+        # Videos first: appending to an mp4 keeps every earlier episode's timestamps valid.
+        for key, camera in episode.cameras.items():
+            if camera.encoder is None:
+                continue
+            new_mp4 = camera.encoder.path
+            last = self._last_ref(f"videos/{key}")
+            ref, from_ts, inputs = FileRef(0, 0), 0.0, [new_mp4]
+            if last is not None:
+                current = self._root / last.fmt(VIDEO_PATH, video_key=key)
+                limit = float(info["video_files_size_in_mb"])
+                if current.is_file() and size_mb(current) + size_mb(new_mp4) < limit:
+                    ref = last
+                    from_ts = float(meta.episodes[-1][f"videos/{key}/to_timestamp"])
+                    inputs = [current, new_mp4]
+                else:
+                    ref = last.next(chunks_size)
+            final_rel = ref.fmt(VIDEO_PATH, video_key=key)
+            concatenate(inputs, commit.temp_for(final_rel))
+            duration = episode.frames / self.fps
+            row[f"videos/{key}/chunk_index"] = ref.chunk
+            row[f"videos/{key}/file_index"] = ref.file
+            row[f"videos/{key}/from_timestamp"] = from_ts
+            row[f"videos/{key}/to_timestamp"] = from_ts + duration
+            feature_info = info["features"][key]
+            if feature_info.get("info") is None:
+                feature_info["info"] = {
+                    "video.height": camera.spec.shape[0],
+                    "video.width": camera.spec.shape[1],
+                    "video.codec": VIDEO_CODECS[self._codec],
+                    "video.pix_fmt": PIX_FMT,
+                    "video.is_depth_map": False,
+                    "video.fps": self.fps,
+                    "video.channels": 3,
+                    "has_audio": False,
+                }
+
+        # Data: append the episode to the current file (rewritten whole) or start the next one.
+        data_ref = self._last_ref("data") or FileRef(0, 0)
+        current_data = self._root / data_ref.fmt(str(info["data_path"]))
+        append_to: Path | None = None
+        if meta.episodes and current_data.is_file():
+            frames_in_file = sum(int(r["length"]) for r in self._rows_in("data", data_ref))
+            size = size_mb(current_data)
+            per_frame = size / max(frames_in_file, 1)
+            if size + per_frame * episode.frames < float(info["data_files_size_in_mb"]):
+                append_to = current_data
+            else:
+                data_ref = data_ref.next(chunks_size)
+        elif meta.episodes:
+            data_ref = data_ref.next(chunks_size)
+        _write_parquet_appended(append_to, table, commit.temp_for(data_ref.fmt(str(info["data_path"]))))
+        row["data/chunk_index"] = data_ref.chunk
+        row["data/file_index"] = data_ref.file
+        row["dataset_from_index"] = start_index
+        row["dataset_to_index"] = start_index + episode.frames
+
+        for key, feature_stats in ep_stats.items():
+            for name in stats_mod.STAT_KEYS:
+                row[f"stats/{key}/{name}"] = np.asarray(feature_stats[name]).tolist()
+
+        # Episodes table: same size rule as data files.
+        ep_ref = self._last_ref("meta/episodes") or FileRef(0, 0)
+        kept: list[dict[str, Any]] = []
+        if meta.episodes:
+            current_ep = self._root / ep_ref.fmt(EPISODES_PATH)
+            rows_in_file = self._rows_in("meta/episodes", ep_ref)
+            size = size_mb(current_ep) if current_ep.is_file() else 0.0
+            if size + size / max(len(rows_in_file), 1) < float(info["data_files_size_in_mb"]):
+                kept = rows_in_file
+            else:
+                ep_ref = ep_ref.next(chunks_size)
+        row["meta/episodes/chunk_index"] = ep_ref.chunk
+        row["meta/episodes/file_index"] = ep_ref.file
+        episodes_table = _episodes_table([*kept, row])
+        pq.write_table(episodes_table, commit.temp_for(ep_ref.fmt(EPISODES_PATH)))
+
+        if len(tasks) != len(meta.tasks):
+            write_tasks(commit.temp_for(TASKS_PATH), tasks)
+
+        all_stats = [meta.episode_stats(r) for r in meta.episodes] + [ep_stats]
+        dataset_stats = stats_mod.to_json(stats_mod.aggregate(all_stats))
+        commit.temp_for(STATS_PATH).write_text(json.dumps(dataset_stats, indent=4))
+
+        info["total_episodes"] = episode.index + 1
+        info["total_frames"] = start_index + episode.frames
+        info["total_tasks"] = len(tasks)
+        info["splits"] = {"train": f"0:{episode.index + 1}"}
+        commit.temp_for(INFO_PATH).write_text(json.dumps(info, indent=4))
+
+        commit.apply()
+        meta.info = info
+        meta.features = {key: FeatureSpec.from_info(key, entry) for key, entry in info["features"].items()}
+        meta.tasks = tasks
+        meta.episodes.append(episodes_table.slice(episodes_table.num_rows - 1).to_pylist()[0])
+        meta.stats = dataset_stats
+
+
+def _episodes_table(rows: list[dict[str, Any]]) -> pa.Table:
+    try:
+        return pa.Table.from_pylist(rows)
+    except pa.ArrowException as err:
+        raise DatasetFormatError(f"episode rows do not share one schema: {err}") from None
+
+
+def _write_parquet_appended(existing: Path | None, table: pa.Table, out: Path) -> None:
+    """Write `existing`'s row groups (if any) followed by `table` (one row group) to `out`."""
+    if existing is None:
+        pq.write_table(table, out, compression="snappy")
+        return
+    source = pq.ParquetFile(existing)
+    schema = source.schema_arrow
+    try:
+        new = table.select(schema.names).cast(schema)
+    except (pa.ArrowException, KeyError) as err:
+        raise SchemaMismatchError(f"the new episode's columns do not fit {existing}: {err}") from None
+    with pq.ParquetWriter(out, schema, compression="snappy") as writer:
+        for i in range(source.num_row_groups):
+            writer.write_table(source.read_row_group(i))
+        writer.write_table(new)
+
+
+def _write_atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    fsync_file(tmp)
+    os.replace(tmp, path)
+
+
+def schema_differences(actual: dict[str, FeatureSpec], expected: dict[str, FeatureSpec]) -> list[str]:
+    """Human-readable differences between two user-feature schemas (empty when they match)."""
+    problems: list[str] = []
+    for key, e in expected.items():
+        if key not in actual:
+            problems.append(f"feature {key!r} is missing")
+        elif not actual[key].same_schema(e):
+            a = actual[key]
+            problems.append(
+                f"feature {key!r} is {a.dtype}{list(a.shape)} names={a.names}, expected "
+                f"{e.dtype}{list(e.shape)} names={e.names}"
+            )
+    problems.extend(f"feature {key!r} is not expected" for key in actual if key not in expected)
+    return problems
+
+
+__all__ = ["DatasetWriter", "EncoderError", "recover", "schema_differences"]
