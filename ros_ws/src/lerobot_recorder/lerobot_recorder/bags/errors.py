@@ -1,0 +1,11 @@
+"""Errors raised while reading bags and converting them."""
+
+from __future__ import annotations
+
+
+class BagError(Exception):
+    """A bag cannot be converted as asked: names the bag and what is wrong (and how to fix it)."""
+
+
+class NonMonotonicStampError(BagError):
+    """A topic's stamps go backwards, so "newest sample at or before the frame time" is undefined."""

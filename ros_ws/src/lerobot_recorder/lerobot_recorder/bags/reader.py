@@ -1,0 +1,285 @@
+"""Reading rosbag2 bags (mcap, sqlite3, zstd file/message compression) with rosbags, robust to real-bag quirks.
+
+Quirks handled (shared/fixtures/bags/README.md):
+
+* the metadata's QoS disagrees with the storage file, so rosbags' topic matching yields nothing: detected by
+  comparing each connection with the storage's connections, and read from the storage files directly;
+* metadata start/duration wrong: nothing here uses them (time spans come from message stamps);
+* types with no definition in the bag nor in the default typestore, and service-event schemas rosbags cannot
+  parse: the topic is marked unreadable with the reason (a warning), the rest of the bag still reads;
+* header stamps on another clock than the bag's receive stamps: both are available (`header_stamp_ns`).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rosbags.interfaces import Connection, MessageDefinitionFormat
+from rosbags.rosbag2 import Reader, ReaderError
+from rosbags.serde import SerdeError
+from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
+
+from lerobot_recorder.bags.errors import BagError
+
+if TYPE_CHECKING:
+    from rosbags.interfaces.typing import Typesdict
+    from rosbags.typesys.store import Typestore
+
+HEADER_TYPE = "std_msgs/msg/Header"
+_STAMP = struct.Struct("<iI")
+_STAMP_BE = struct.Struct(">iI")
+
+
+@dataclass
+class TopicInfo:
+    """One topic of a bag as the converter sees it."""
+
+    name: str
+    msgtype: str
+    metadata_count: int
+    readable: bool = True
+    problem: str = ""
+    has_header: bool = False
+    read_count: int = 0
+
+
+@dataclass
+class BagInfo:
+    """What opening a bag found (reported to the user)."""
+
+    path: str
+    storage: str
+    compression: str
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    direct_storage_read: bool = False
+
+
+def _cdr_stamp_ns(raw: bytes | memoryview) -> int:
+    """The header stamp of a CDR message whose first field is std_msgs/Header (4-byte encapsulation first)."""
+    sec, nsec = (_STAMP if raw[1] == 1 else _STAMP_BE).unpack_from(raw, 4)
+    return int(sec) * 1_000_000_000 + int(nsec)
+
+
+class BagSource:
+    """An open rosbag2 bag: topic table, typestore, raw message iteration and deserialization."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._reader = Reader(self.path)
+            self._reader.open()
+        except FileNotFoundError as err:
+            raise BagError(f"bag {self.path}: {err}") from None
+        except ReaderError as err:
+            raise BagError(f"bag {self.path} cannot be opened (truncated or corrupt?): {err}") from None
+        except OSError as err:
+            raise BagError(f"bag {self.path} cannot be read: {err}") from None
+        storage = type(self._reader.storage).__name__
+        kind = {"McapReader": "mcap", "Sqlite3Reader": "sqlite3"}.get(storage, "")
+        storages = self._storages()
+        if not kind and storages:
+            kind = {"McapReader": "mcap", "Sqlite3Reader": "sqlite3"}.get(type(storages[0]).__name__, "?")
+        self.info = BagInfo(
+            path=str(self.path),
+            storage=kind,
+            compression=f"{self._reader.compression_mode} {self._reader.compression_format}"
+            if self._reader.compression_mode
+            else "none",
+        )
+        self.typestore = self._build_typestore()
+        self._direct = self._needs_direct_read()
+        self.info.direct_storage_read = bool(self._direct)
+
+    def close(self) -> None:
+        """Close the underlying reader."""
+        if self._reader.is_open:
+            self._reader.close()
+
+    def __enter__(self) -> BagSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _storages(self) -> list[Any]:
+        storage = self._reader.storage
+        return list(getattr(storage, "storages", [storage]))
+
+    def _build_typestore(self) -> Typestore:
+        """Default (Humble) types plus every definition the bag carries; unparsable definitions are reported."""
+        base = get_typestore(Stores.ROS2_HUMBLE)
+        typs: Typesdict = dict(base.fielddefs)
+        conns = list(self._reader.connections)
+        for storage in self._storages():
+            conns.extend(storage.connections)
+        bad: dict[str, str] = {}
+        for conn in conns:
+            if conn.msgdef.format == MessageDefinitionFormat.NONE or conn.msgtype in bad:
+                continue
+            try:
+                typs.update(_parse_definition(conn))
+            except (TypesysError, ValueError, AssertionError) as err:
+                bad[conn.msgtype] = f"its embedded definition cannot be parsed ({str(err).splitlines()[0][:120]})"
+        store = get_typestore(Stores.EMPTY)
+        try:
+            store.register(typs)
+        except TypesysError as err:
+            raise BagError(f"bag {self.path}: inconsistent message definitions: {err}") from None
+        for conn in self._reader.connections:
+            info = self.info.topics.get(conn.topic)
+            if info is None:
+                info = TopicInfo(conn.topic, conn.msgtype, conn.msgcount)
+                self.info.topics[conn.topic] = info
+            else:
+                info.metadata_count += conn.msgcount
+            if conn.msgtype in bad:
+                info.readable, info.problem = False, bad[conn.msgtype]
+            elif conn.msgtype not in store.fielddefs:
+                info.readable = False
+                info.problem = "the bag has no definition for this type and the default (Humble) typestore lacks it"
+            else:
+                fields = store.fielddefs[conn.msgtype][1]
+                info.has_header = bool(fields) and fields[0][0] == "header" and _names_type(fields[0][1], HEADER_TYPE)
+            if conn.topic.endswith("/_service_event"):
+                info.readable = False
+                info.problem = "service-event topic (service introspection), not a data stream"
+            if not info.readable:
+                self.info.warnings.append(f"skipping topic {conn.topic} ({conn.msgtype}): {info.problem}")
+        return store
+
+    def _needs_direct_read(self) -> list[Any] | None:
+        """Storage objects to read directly when metadata and storage disagree (rosbags would yield nothing)."""
+        storages = self._storages()
+        if len(storages) == 1 and storages[0] is self._reader.storage:
+            return None
+        mismatched = []
+        for conn in self._reader.connections:
+            if conn.msgcount == 0:
+                continue
+            if not any(_same_connection(conn, x) for s in storages for x in s.connections):
+                mismatched.append(conn.topic)
+        if not mismatched:
+            return None
+        self.info.warnings.append(
+            f"metadata.yaml and the storage files disagree on {', '.join(mismatched)} (QoS or type hash): "
+            "reading the storage files directly"
+        )
+        return storages
+
+    def check_topic(self, topic: str, msgtype: str) -> TopicInfo:
+        """The topic's info, or BagError when it is missing, has another type or cannot be decoded."""
+        info = self.info.topics.get(topic)
+        if info is None:
+            have = ", ".join(sorted(self.info.topics)) or "none"
+            raise BagError(f"bag {self.path} has no topic {topic} (topics: {have})")
+        if info.msgtype != msgtype:
+            raise BagError(f"bag {self.path}: topic {topic} carries {info.msgtype}, the contract expects {msgtype}")
+        if not info.readable:
+            raise BagError(f"bag {self.path}: topic {topic} cannot be decoded: {info.problem}")
+        return info
+
+    def fielddefs(self, msgtype: str) -> list[tuple[str, Any]]:
+        """The field definitions of `msgtype` in this bag's typestore."""
+        return list(self.typestore.fielddefs[msgtype][1])
+
+    def messages(self, topics: Collection[str]) -> Iterator[tuple[str, int, bytes | memoryview]]:
+        """(topic, receive stamp ns, raw CDR) for `topics`, in storage order."""
+        try:
+            if self._direct is None:
+                conns = [c for c in self._reader.connections if c.topic in topics]
+                for conn, stamp, raw in self._reader.messages(connections=conns):
+                    self.info.topics[conn.topic].read_count += 1
+                    yield conn.topic, stamp, raw
+            else:
+                yield from self._direct_messages(topics)
+        except (ReaderError, OSError) as err:
+            raise BagError(f"bag {self.path} is truncated or corrupt: {err}") from None
+        except Exception as err:
+            # sqlite3 (apsw) and zstd raise their own exception types on corrupt data.
+            if type(err).__module__.split(".")[0] in ("apsw", "sqlite3", "zstd", "backports", "compression"):
+                raise BagError(f"bag {self.path} is truncated or corrupt: {type(err).__name__}: {err}") from None
+            raise
+
+    def _direct_messages(self, topics: Collection[str]) -> Iterator[tuple[str, int, bytes | memoryview]]:
+        per_message = self._reader.compression_mode == "message"
+        assert self._direct is not None
+        for storage in self._direct:
+            conns = [c for c in storage.connections if c.topic in topics]
+            if not conns:
+                continue
+            for conn, stamp, raw in storage.messages(conns):
+                self.info.topics[conn.topic].read_count += 1
+                yield conn.topic, stamp, _zstd_decompress(raw) if per_message else raw
+
+    def deserialize(self, raw: bytes | memoryview, msgtype: str) -> object:
+        """A message object (rosbags dataclass) from raw CDR."""
+        try:
+            return self.typestore.deserialize_cdr(raw, msgtype)
+        except (SerdeError, struct.error, ValueError, IndexError) as err:
+            raise BagError(f"bag {self.path}: a {msgtype} message cannot be deserialized: {err}") from None
+
+    def header_stamp_ns(self, raw: bytes | memoryview, topic: str) -> int:
+        """The message's header stamp, read from the CDR bytes without deserializing the rest."""
+        if not self.info.topics[topic].has_header:
+            raise BagError(
+                f"bag {self.path}: {topic} ({self.info.topics[topic].msgtype}) has no std_msgs/Header; "
+                "use --stamp receive (or `stamp: receive` in the contract)"
+            )
+        try:
+            return _cdr_stamp_ns(raw)
+        except struct.error:
+            raise BagError(f"bag {self.path}: a {topic} message is too short to hold a header") from None
+
+    def count_warnings(self, topics: Collection[str]) -> list[str]:
+        """Topics whose read count differs from metadata.yaml's message_count (after a full read)."""
+        out = []
+        for topic in topics:
+            info = self.info.topics[topic]
+            if info.read_count != info.metadata_count:
+                out.append(f"{topic}: read {info.read_count} messages, metadata.yaml says {info.metadata_count}")
+        return out
+
+
+def _zstd_decompress(raw: bytes | memoryview) -> bytes:
+    """Undo rosbag2's per-message zstd compression (the module rosbags itself uses)."""
+    if sys.version_info >= (3, 14):
+        from compression import zstd
+    else:
+        from backports import zstd
+    return bytes(zstd.decompress(raw))
+
+
+def _names_type(fieldtype: Any, name: str) -> bool:
+    """True when a rosbags field type descriptor refers to message type `name`."""
+    try:
+        return bool(fieldtype[1] == name)
+    except (TypeError, IndexError):
+        return False
+
+
+def _same_connection(meta: Connection, storage: Connection) -> bool:
+    """rosbags' own rule for pairing a metadata connection with a storage connection."""
+    return (
+        meta.topic == storage.topic
+        and meta.msgtype == storage.msgtype
+        and meta.ext == storage.ext
+        and (not meta.digest or not storage.digest or meta.digest == storage.digest)
+    )
+
+
+def _parse_definition(conn: Connection) -> Typesdict:
+    if conn.msgdef.format == MessageDefinitionFormat.MSG:
+        return get_types_from_msg(conn.msgdef.data, conn.msgtype)
+    sep = "=" * 80 + "\n"
+    typs: Typesdict = {}
+    data = conn.msgdef.data
+    parts = [p.split("\n", 1)[1] for p in data.split(sep)[1:]] if data.startswith(f"{sep}IDL: ") else [data]
+    for idl in parts:
+        typs.update(get_types_from_idl(idl))
+    return typs

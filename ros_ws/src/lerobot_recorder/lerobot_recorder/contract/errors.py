@@ -1,0 +1,17 @@
+"""Errors raised by the contract package."""
+
+from __future__ import annotations
+
+
+class ContractError(ValueError):
+    """A contract file is invalid: names the file, the key and what is wrong."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        super().__init__(f"contract {source}: {key}: {problem}")
+
+
+class MessageMismatchError(ValueError):
+    """A message does not fit the contract feature it is converted for (missing joint, field, bad encoding)."""

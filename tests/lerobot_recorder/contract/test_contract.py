@@ -1,0 +1,202 @@
+"""Contract parsing, validation errors (file, key, problem), unit conversion and message -> feature values."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, load_contract
+from lerobot_recorder.contract.images import decode_color, encode_image
+
+REPO = Path(__file__).resolve().parents[3]
+CONTRACTS = REPO / "config" / "contracts"
+SO101_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+
+
+def _base() -> dict[str, Any]:
+    return yaml.safe_load((CONTRACTS / "so101.yaml").read_text())
+
+
+def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "robot.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("name", ["so101", "so100", "koch"])
+def test_shipped_contracts_use_lerobot_names_and_units(name: str) -> None:
+    contract = load_contract(CONTRACTS / f"{name}.yaml")
+    state = contract.features["observation.state"]
+    assert state.dataset_names == [f"{j}.pos" for j in SO101_JOINTS]
+    assert contract.features["action"].dataset_names == state.dataset_names
+    rad = np.array([0.0, math.pi / 2, -math.pi / 4, 0.1, 0.0, 0.0])
+    msg = SimpleNamespace(name=list(reversed(SO101_JOINTS)), position=list(reversed(rad.tolist())))
+    values = state.vector(msg)
+    assert values.dtype == np.float32
+    np.testing.assert_allclose(values[:5], np.degrees(rad[:5]), rtol=1e-6)
+    gripper = contract.converters[state.units].converter_for("gripper", contract.converters)
+    lo, hi = gripper.in_range
+    open_msg = SimpleNamespace(name=SO101_JOINTS, position=[0, 0, 0, 0, 0, hi])
+    closed_msg = SimpleNamespace(name=SO101_JOINTS, position=[0, 0, 0, 0, 0, lo])
+    assert state.vector(open_msg)[5] == pytest.approx(100.0)
+    assert state.vector(closed_msg)[5] == pytest.approx(0.0)
+    cams = [k for k in contract.features if k.startswith("observation.images.")]
+    assert cams and all(contract.features[k].shape == (480, 640, 3) for k in cams)
+
+
+def test_units_round_trip_through_inverse() -> None:
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    units = contract.features["action"].joint_units()
+    rad = np.array([0.3, -1.2, 0.5, 1.0, -0.2, 0.9])
+    np.testing.assert_allclose(units.inverse(units.apply(rad)), rad, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "problem"),
+    [
+        (lambda d: d.update(fps=0), "fps", "positive integer"),
+        (lambda d: d.update(stamp="gps"), "stamp", "header"),
+        (lambda d: d.pop("robot_type"), "robot_type", "missing"),
+        (lambda d: d.update(colour="red"), "colour", "unknown key"),
+        (lambda d: d["features"]["action"].update(topic="joint_commands"), "features.action.topic", "absolute"),
+        (lambda d: d["features"]["action"].update(units="furlongs"), "features.action.units", "unknown converter"),
+        (lambda d: d["features"]["action"]["names"].pop(), "features.action.names", "pair up"),
+        (lambda d: d["features"]["action"].update(joints=["a", "a"]), "features.action.joints", "appears twice"),
+        (lambda d: d["features"]["action"].update(typo=1), "features.action.typo", "unknown key"),
+        (lambda d: d["features"]["action"].pop("type"), "features.action.type", "missing"),
+        (lambda d: d["features"]["action"].update(max_age_s=-1), "features.action.max_age_s", "positive"),
+        (
+            lambda d: d["features"]["observation.images.front"].update(shape=[480, 640]),
+            "features.observation.images.front.shape",
+            "[height, width, 3]",
+        ),
+        (
+            lambda d: d["features"]["observation.images.front"].update(dtype="float32"),
+            "features.observation.images.front.dtype",
+            "image features",
+        ),
+        (lambda d: d["units"]["so101_gripper_0_100"].update(kind="log"), "units.so101_gripper_0_100.kind", "kind"),
+        (lambda d: d["units"]["so101_gripper_0_100"].update({"in": [1, 1]}), "units.so101_gripper_0_100.in", "two"),
+        (lambda d: d["units"]["lerobot_so101"].update(default="nope"), "units.lerobot_so101.default", "unknown"),
+        (lambda d: d["features"].update({"timestamp": d["features"]["action"]}), "features.timestamp", "bookkeeping"),
+    ],
+)
+def test_invalid_contract_names_file_key_and_problem(tmp_path: Path, mutate: Any, key: str, problem: str) -> None:
+    data = _base()
+    mutate(data)
+    path = _write(tmp_path, data)
+    with pytest.raises(ContractError) as info:
+        load_contract(path)
+    err = info.value
+    assert err.source == str(path)
+    assert err.key == key
+    assert problem in err.problem
+    assert str(path) in str(err) and key in str(err)
+
+
+def test_unreadable_and_non_yaml_files(tmp_path: Path) -> None:
+    with pytest.raises(ContractError, match="cannot read"):
+        load_contract(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("features: [unclosed\n")
+    with pytest.raises(ContractError, match="not valid YAML"):
+        load_contract(bad)
+
+
+def test_missing_joint_and_empty_field_are_clear_errors() -> None:
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    state = contract.features["observation.state"]
+    msg = SimpleNamespace(name=SO101_JOINTS[:5], position=[0.0] * 5)
+    with pytest.raises(MessageMismatchError, match=r"joint\(s\) \['gripper'\] not in /follower/joint_states"):
+        state.vector(msg)
+    effort = Contract.from_dict(
+        {
+            "robot_type": "walker",
+            "fps": 10,
+            "features": {
+                "observation.effort": {
+                    "topic": "/joint_states",
+                    "type": "sensor_msgs/JointState",
+                    "field": "effort",
+                    "joints": ["wheel_left_joint"],
+                }
+            },
+        }
+    ).features["observation.effort"]
+    with pytest.raises(MessageMismatchError, match="empty"):
+        effort.vector(SimpleNamespace(name=["wheel_left_joint"], effort=[]))
+    with pytest.raises(MessageMismatchError, match="no field 'effort'"):
+        effort.vector(SimpleNamespace(name=["wheel_left_joint"]))
+
+
+def test_vector_without_joints_uses_field_length() -> None:
+    contract = Contract.from_dict(
+        {
+            "robot_type": "pusht",
+            "fps": 10,
+            "units": {"half": {"kind": "scale", "factor": 0.5, "offset": 1.0}},
+            "features": {
+                "action": {
+                    "topic": "/cmd",
+                    "type": "std_msgs/msg/Float64MultiArray",
+                    "field": "data",
+                    "names": ["x", "y"],
+                    "units": "half",
+                    "dtype": "float64",
+                }
+            },
+        }
+    )
+    action = contract.features["action"]
+    np.testing.assert_allclose(action.vector(SimpleNamespace(data=[2.0, 4.0])), [2.0, 3.0])
+    with pytest.raises(MessageMismatchError, match="has 3 values"):
+        action.vector(SimpleNamespace(data=[1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("encoding", ["rgb8", "bgr8", "mono8"])
+def test_image_decoding_to_rgb(encoding: str) -> None:
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 255, size=(4, 6, 3), dtype=np.uint8)
+    if encoding == "mono8":
+        rgb[:, :, 1] = rgb[:, :, 2] = rgb[:, :, 0]
+    height, width, enc, step, data = encode_image(rgb, encoding)
+    msg = SimpleNamespace(height=height, width=width, encoding=enc, step=step, data=data, is_bigendian=0)
+    np.testing.assert_array_equal(decode_color(msg, "sensor_msgs/msg/Image"), rgb)
+
+
+def test_image_row_padding_depth_rejection_and_shape_mismatch() -> None:
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    padded = np.zeros((2, 12), dtype=np.uint8)
+    padded[:, :9] = rgb.reshape(2, 9)
+    msg = SimpleNamespace(height=2, width=3, encoding="rgb8", step=12, data=padded.reshape(-1), is_bigendian=0)
+    np.testing.assert_array_equal(decode_color(msg, "sensor_msgs/msg/Image"), rgb)
+    depth = SimpleNamespace(height=2, width=3, encoding="16UC1", step=6, data=np.zeros(12, np.uint8), is_bigendian=0)
+    with pytest.raises(MessageMismatchError, match=r"depth encoding.*dtype: depth"):
+        decode_color(depth, "sensor_msgs/msg/Image")
+    odd = SimpleNamespace(height=2, width=3, encoding="yuv422", step=6, data=np.zeros(12, np.uint8), is_bigendian=0)
+    with pytest.raises(MessageMismatchError, match="unsupported image encoding 'yuv422'"):
+        decode_color(odd, "sensor_msgs/msg/Image")
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    with pytest.raises(MessageMismatchError, match="3x2 images but the contract declares shape"):
+        contract.features["observation.images.front"].picture(msg)
+
+
+def test_depth_feature_in_metres() -> None:
+    contract = Contract.from_dict(
+        {
+            "robot_type": "cam",
+            "fps": 30,
+            "features": {
+                "observation.depth": {"topic": "/d", "type": "sensor_msgs/msg/Image", "shape": [1, 2], "dtype": "depth"}
+            },
+        }
+    )
+    raw = np.array([1000, 2500], dtype="<u2")
+    msg = SimpleNamespace(height=1, width=2, encoding="16UC1", step=4, data=raw.view(np.uint8), is_bigendian=0)
+    np.testing.assert_allclose(contract.features["observation.depth"].picture(msg), [[1.0, 2.5]])
