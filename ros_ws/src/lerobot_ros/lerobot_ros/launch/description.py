@@ -1,0 +1,127 @@
+"""What a launch file resolves to: plain values, no substitutions left, ready to print or run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Union
+
+from lerobot_ros.launch.errors import Location
+
+ParameterScalar = bool | int | float | str
+# A recursive alias needs the string forward reference, which `X | Y` cannot take at runtime.
+ParameterValue = Union[ParameterScalar, list[ParameterScalar], "ParameterTree"]
+ParameterTree = dict[str, ParameterValue]
+Output = Literal["screen", "log", "both"]
+OUTPUTS: tuple[Output, ...] = ("screen", "log", "both")
+ALL_NODES_KEY = "/**"
+
+
+@dataclass(frozen=True)
+class DeclaredArgument:
+    """An `arg` of a launch file."""
+
+    name: str
+    default: str | None
+    description: str
+    choices: tuple[str, ...] | None
+    location: Location
+
+
+@dataclass(frozen=True)
+class InlineParameters:
+    """Parameters written in the launch file; passed to the node as a generated params file."""
+
+    values: ParameterTree
+
+    def params_file_content(self, node_key: str) -> dict[str, dict[str, ParameterTree]]:
+        """The content of the params file for these values: `{node_key: {ros__parameters: values}}`."""
+        return {node_key: {"ros__parameters": self.values}}
+
+
+@dataclass(frozen=True)
+class ParameterFile:
+    """A user-provided params file (`param: [{from: FILE}]`), passed as given."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class NodeDetails:
+    """The ROS-specific part of a `node`: what becomes `--ros-args ...`."""
+
+    package: str
+    executable: str
+    name: str | None
+    namespace: str | None
+    parameters: tuple[InlineParameters | ParameterFile, ...] = ()
+    remappings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def params_key(self) -> str:
+        """The node key of generated params files: the full node name when known, else `/**` (as launch_ros)."""
+        if self.name is None or self.namespace is None:
+            return ALL_NODES_KEY
+        return f"{self.namespace.rstrip('/')}/{self.name}"
+
+    @property
+    def fully_qualified_name(self) -> str | None:
+        if self.name is None:
+            return None
+        return f"{(self.namespace or '/').rstrip('/')}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ProcessDescription:
+    """One process to run: a `node` (with `node` details) or an `executable`."""
+
+    label: str
+    command: tuple[str, ...]
+    location: Location
+    node: NodeDetails | None = None
+    additional_env: Mapping[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    output: Output = "log"
+    respawn: bool = False
+    respawn_delay: float = 0.0
+    respawn_max_retries: int = -1
+    required: bool = False
+    sigterm_timeout: float | None = None
+    sigkill_timeout: float | None = None
+
+    def inline_params_files(self, params_dir: Path) -> list[tuple[Path, InlineParameters]]:
+        """Where each block of inline parameters is written before the process starts."""
+        if self.node is None:
+            return []
+        blocks = [p for p in self.node.parameters if isinstance(p, InlineParameters)]
+        return [(params_dir / f"{self.label}.params-{i}.yaml", block) for i, block in enumerate(blocks)]
+
+    def argv(self, params_dir: Path) -> list[str]:
+        """The full command line; inline parameters are read from files under `params_dir`."""
+        argv = list(self.command)
+        if self.node is None:
+            return argv
+        node = self.node
+        argv.append("--ros-args")
+        if node.name is not None:
+            argv += ["-r", f"__node:={node.name}"]
+        if node.namespace is not None:
+            argv += ["-r", f"__ns:={node.namespace}"]
+        inline_paths = iter(path for path, _ in self.inline_params_files(params_dir))
+        for source in node.parameters:
+            path = next(inline_paths) if isinstance(source, InlineParameters) else source.path
+            argv += ["--params-file", str(path)]
+        for source_name, target in node.remappings:
+            argv += ["-r", f"{source_name}:={target}"]
+        return argv
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a launch file and its includes resolved to, in start order."""
+
+    launch_file: Path
+    processes: tuple[ProcessDescription, ...]
+    arguments: tuple[DeclaredArgument, ...]
+    configurations: Mapping[str, str]
