@@ -40,6 +40,14 @@ pip_install() {
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
 }
 
+WITH_REFERENCE=${LEROBOT_ROS_REFERENCE:-0}
+for arg in "$@"; do
+  case $arg in
+    --with-lerobot-reference) WITH_REFERENCE=1 ;;
+    *) fail "unknown option '$arg' (known: --with-lerobot-reference)" ;;
+  esac
+done
+
 step "system packages"
 mapfile -t apt_pkgs < <(grep -v '^\s*#' "$ROOT/requirements/apt.txt" | grep -v '^\s*$')
 missing=()
@@ -144,4 +152,38 @@ from lerobot_msgs.msg import ActionChunk  # noqa: F401
 from lerobot_msgs.action import RecordEpisode  # noqa: F401
 import lerobot_ros, lerobot_drivers, lerobot_recorder, lerobot_training, lerobot_sim_bridge  # noqa: F401
 EOF
+if [[ $WITH_REFERENCE == 1 ]]; then
+  # LeRobot 0.4.4's own loader in a separate venv, for the dataset compatibility tests (marker
+  # `reference`). See LEROBOT_V3_FORMAT.md §12: installed --no-deps beside CPU torch; torchcodec
+  # 0.13.0 needs the system FFmpeg libraries; torchvision's CUDA-only op registrations are guarded.
+  step "LeRobot reference loader (.venv-lerobot-ref)"
+  REF_VENV=${LEROBOT_ROS_REFERENCE_VENV:-$ROOT/.venv-lerobot-ref}
+  REF_PY=$REF_VENV/bin/python
+  if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
+    if [[ $(id -u) -ne 0 ]]; then
+      fail "torchcodec needs the FFmpeg libraries; install them with: sudo apt-get install ffmpeg"
+    fi
+    echo "installing ffmpeg (shared libraries for torchcodec)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null
+  fi
+  ref_hash=$(inputs_hash requirements/lerobot-reference.txt)
+  if [[ ! -f "$REF_VENV/.stamp" || "$(cat "$REF_VENV/.stamp")" != "$ref_hash" ]] \
+      || ! "$REF_PY" -c 'import lerobot' 2>/dev/null; then
+    [[ -x "$REF_PY" ]] || "$BASE_PY" -m venv "$REF_VENV"
+    ref_links=()
+    [[ -d /opt/wheels ]] && ref_links=(--find-links /opt/wheels)
+    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" torch==2.13.0 \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
+      -r "$ROOT/requirements/lerobot-reference.txt" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+    tv_meta=$("$REF_PY" -c 'import importlib.util as u; print(u.find_spec("torchvision").submodule_search_locations[0])')/_meta_registrations.py
+    sed -i -E 's/^@torch\.library\.register_fake\("torchvision::(q?nms)"\)$/@(torch.library.register_fake("torchvision::\1") if torchvision.extension._has_ops() else (lambda f: f))/' "$tv_meta"
+    HF_HUB_OFFLINE=1 "$REF_PY" -c 'from lerobot.datasets.lerobot_dataset import LeRobotDataset; from torchcodec.decoders import VideoDecoder' \
+      || fail "the reference venv $REF_VENV does not import LeRobotDataset; delete it and re-run"
+    echo "$ref_hash" > "$REF_VENV/.stamp"
+  fi
+fi
+
 echo "setup complete: $VENV (add $VENV/bin to PATH for lerobot-ros)"

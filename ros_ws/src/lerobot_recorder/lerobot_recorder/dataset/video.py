@@ -169,7 +169,7 @@ def probe(path: Path) -> VideoProbe:
         time_base = stream.time_base or Fraction(1, 1)
         rate = stream.average_rate or stream.base_rate or 0
         return VideoProbe(
-            codec=stream.codec_context.name,
+            codec=stream.codec_context.codec.canonical_name,
             pix_fmt=stream.codec_context.pix_fmt or "",
             width=stream.codec_context.width,
             height=stream.codec_context.height,
@@ -177,6 +177,23 @@ def probe(path: Path) -> VideoProbe:
             frames=frames,
             duration_s=float(last_end * time_base),
         )
+    except (av.FFmpegError, IndexError) as err:
+        raise DecoderError(f"cannot read video {path}: {err}") from None
+    finally:
+        container.close()
+
+
+def frame_times(path: Path) -> npt.NDArray[np.float64]:
+    """Presentation times in seconds of every video packet of `path`, sorted (no decoding)."""
+    try:
+        container: Any = av.open(str(path))
+    except av.FFmpegError as err:
+        raise DecoderError(f"cannot read video {path}: {err}") from None
+    try:
+        stream = container.streams.video[0]
+        time_base = stream.time_base or Fraction(1, 1)
+        pts = [packet.pts for packet in container.demux(stream) if packet.pts is not None]
+        return np.sort(np.asarray(pts, dtype=np.float64) * float(time_base))
     except (av.FFmpegError, IndexError) as err:
         raise DecoderError(f"cannot read video {path}: {err}") from None
     finally:
