@@ -82,6 +82,9 @@ def load_marked_yaml(text: str, path: Path) -> Any:
         return yaml.load(text, Loader=_MarkedLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
+        if err.context_mark is not None and (mark is None or mark.index >= len(text.rstrip())):
+            # "unexpected end of stream": where the unclosed construct started says more.
+            mark = err.context_mark
         line = mark.line + 1 if mark is not None else 1
         problem = " ".join(part for part in (err.context, err.problem) if part) or "invalid YAML"
         raise YamlSyntaxError(path, line, problem) from None

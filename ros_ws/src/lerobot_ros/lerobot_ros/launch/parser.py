@@ -70,6 +70,7 @@ class _Schema:
     attributes: frozenset[str]
     required: frozenset[str] = frozenset()
     lists: frozenset[str] = frozenset()  # attributes holding a list of sub-entities
+    lists_of_values: frozenset[str] = frozenset()  # attributes that may hold a scalar or a list of scalars
 
 
 _ACTIONS: dict[str, _Schema] = {
@@ -92,7 +93,11 @@ _SUB_ENTITIES: dict[tuple[str, str], _Schema] = {
     ("executable", "env"): _Schema(frozenset({"name", "value"}), frozenset({"name", "value"})),
     ("include", "arg"): _Schema(frozenset({"name", "value"}), frozenset({"name", "value"})),
     ("arg", "choice"): _Schema(frozenset({"value"}), frozenset({"value"})),
-    ("node", "param"): _Schema(frozenset({"name", "value", "type", "param", "from"}), lists=frozenset({"param"})),
+    ("node", "param"): _Schema(
+        frozenset({"name", "value", "type", "param", "from"}),
+        lists=frozenset({"param"}),
+        lists_of_values=frozenset({"value"}),
+    ),
 }
 _PARAM_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
 _HINTS = {"ros_namespace": "use 'namespace' (launch_ros's node has no 'ros_namespace' attribute)"}
@@ -132,6 +137,9 @@ def _check_attributes(body: MarkedMap, schema: _Schema, location: Location, path
                     Location(path, body.line_of(key), location.tag),
                     f"attribute {key!r} must be a list of mappings, like '{key}: [{{...}}, {{...}}]'",
                 )
+        elif key in schema.lists_of_values and isinstance(value, MarkedList):
+            for item in value:
+                _check_scalar(item, Location(path, body.line_of(key), location.tag), str(key))
         else:
             _check_scalar(value, Location(path, body.line_of(key), location.tag), str(key))
 

@@ -1,0 +1,360 @@
+"""Launch files -> LaunchPlan: arguments, scopes, namespaces, node command lines, parameters, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lerobot_ros.launch.description import InlineParameters, ParameterFile
+from lerobot_ros.launch.errors import LaunchError, LaunchFileError
+from lerobot_ros.launch.parser import declared_arguments, parse_cli_arguments
+
+
+def _only(plan_result):  # type: ignore[no-untyped-def]
+    assert len(plan_result.processes) == 1
+    return plan_result.processes[0]
+
+
+def test_node_command_line_matches_launch_ros(write_launch, plan, fake_prefix: Path, tmp_path: Path) -> None:
+    path = write_launch(
+        """
+        launch:
+          - node:
+              pkg: fakepkg
+              exec: fake_node
+              name: talker
+              namespace: robot1
+              args: --verbose "two words"
+              param:
+                - {name: rate_hz, value: 5.0}
+                - {from: $(find-pkg-share fakepkg)/config/params.yaml}
+                - {name: message, value: hi}
+              remap:
+                - {from: chatter, to: /global_chatter}
+        """
+    )
+    process = _only(plan(path))
+    params_dir = tmp_path / "params"
+    assert process.label == "fake_node-1"
+    assert process.argv(params_dir) == [
+        str(fake_prefix / "lib/fakepkg/fake_node"),
+        "--verbose",
+        "two words",
+        "--ros-args",
+        "-r",
+        "__node:=talker",
+        "-r",
+        "__ns:=/robot1",
+        "--params-file",
+        str(params_dir / "fake_node-1.params-0.yaml"),
+        "--params-file",
+        str(fake_prefix / "share/fakepkg/config/params.yaml"),
+        "--params-file",
+        str(params_dir / "fake_node-1.params-1.yaml"),
+        "-r",
+        "chatter:=/global_chatter",
+    ]
+    blocks = [p for p in process.node.parameters if isinstance(p, InlineParameters)]
+    assert blocks[0].params_file_content(process.node.params_key) == {
+        "/robot1/talker": {"ros__parameters": {"rate_hz": 5.0}}
+    }
+    assert isinstance(process.node.parameters[1], ParameterFile)
+
+
+def test_node_without_name_or_namespace_gets_no_ros_remaps_and_wildcard_params(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - node: {pkg: fakepkg, exec: fake_node, param: [{name: a, value: 1}]}
+        """
+    )
+    process = _only(plan(path))
+    assert process.argv(Path("/p"))[1:] == ["--ros-args", "--params-file", "/p/fake_node-1.params-0.yaml"]
+    assert process.node.params_key == "/**"
+
+
+def test_parameter_values_are_typed_like_launch_ros(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: rate, default: "7.5"}
+          - node:
+              pkg: fakepkg
+              exec: fake_node
+              param:
+                - {name: from_arg, value: $(var rate)}
+                - {name: as_text, value: $(var rate), type: str}
+                - {name: flag, value: "true"}
+                - {name: word, value: hello}
+                - {name: count, value: 3}
+                - {name: list, value: [1, 2, 3]}
+                - {name: names, value: ["$(var rate)", b], type: "list[str]"}
+                - name: nested
+                  param:
+                    - {name: inner, value: 1}
+                    - name: deeper
+                      param: [{name: leaf, value: x}]
+        """
+    )
+    (block,) = _only(plan(path)).node.parameters
+    assert block.values == {
+        "from_arg": 7.5,
+        "as_text": "7.5",
+        "flag": True,
+        "word": "hello",
+        "count": 3,
+        "list": [1, 2, 3],
+        "names": ["7.5", "b"],
+        "nested": {"inner": 1, "deeper": {"leaf": "x"}},
+    }
+
+
+def test_arguments_defaults_command_line_and_let(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: ns, default: default_ns}
+          - arg: {name: message, default: "$(var ns) says hi"}
+          - let: {name: topic, value: "/$(var ns)/chatter"}
+          - node: {pkg: fakepkg, exec: fake_node, namespace: $(var ns), remap: [{from: chatter, to: $(var topic)}]}
+        """
+    )
+    result = plan(path)
+    assert result.configurations["message"] == "default_ns says hi"
+    assert _only(result).node.remappings == (("chatter", "/default_ns/chatter"),)
+    result = plan(path, {"ns": "robot2"})
+    assert result.configurations["message"] == "robot2 says hi"
+    assert _only(result).node.namespace == "/robot2"
+
+
+def test_groups_scope_configurations_and_namespaces(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - push-ros-namespace: {namespace: top}
+          - group:
+              children:
+                - push-ros-namespace: {namespace: left}
+                - let: {name: side, value: left}
+                - node: {pkg: fakepkg, exec: fake_node, name: a}
+                - node: {pkg: fakepkg, exec: fake_node, name: b, namespace: arm}
+                - node: {pkg: fakepkg, exec: fake_node, name: c, namespace: /absolute}
+          - group:
+              scoped: false
+              children:
+                - let: {name: leaked, value: "yes"}
+          - group:
+              - push_ros_namespace: {namespace: right}
+              - node: {pkg: fakepkg, exec: fake_node, name: d}
+          - node: {pkg: fakepkg, exec: fake_node, name: e}
+        """
+    )
+    result = plan(path)
+    names = [p.node.fully_qualified_name for p in result.processes]
+    assert names == ["/top/left/a", "/top/left/arm/b", "/absolute/c", "/top/right/d", "/top/e"]
+    assert [p.label for p in result.processes] == [f"fake_node-{i}" for i in range(1, 6)]
+    assert "side" not in result.configurations
+    assert result.configurations["leaked"] == "yes"
+    assert result.configurations["ros_namespace"] == "/top"
+
+
+def test_conditions(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: with_b, default: "false"}
+          - node: {pkg: fakepkg, exec: fake_node, name: a, if: "true"}
+          - node: {pkg: fakepkg, exec: fake_node, name: b, if: $(var with_b)}
+          - node: {pkg: fakepkg, exec: fake_node, name: c, unless: $(var with_b)}
+          - group: {if: $(var with_b), children: [{node: {pkg: fakepkg, exec: fake_node, name: d}}]}
+        """
+    )
+    assert [p.node.name for p in plan(path).processes] == ["a", "c"]
+    assert [p.node.name for p in plan(path, {"with_b": "True"}).processes] == ["a", "b", "d"]
+
+
+def test_include_passes_arguments_and_leaks_configurations(write_launch, plan, tmp_path: Path) -> None:
+    write_launch(
+        """
+        launch:
+          - arg: {name: robot}
+          - arg: {name: rate, default: "1.0"}
+          - let: {name: from_child, value: "$(var robot)"}
+          - node: {pkg: fakepkg, exec: fake_node, name: $(var robot), param: [{name: rate, value: $(var rate)}]}
+        """,
+        "child.launch.yaml",
+    )
+    path = write_launch(
+        """
+        launch:
+          - include:
+              file: $(dirname)/child.launch.yaml
+              arg: [{name: robot, value: leader}]
+          - group:
+              - include: {file: child.launch.yaml, arg: [{name: robot, value: follower}, {name: rate, value: "9"}]}
+        """
+    )
+    result = plan(path)
+    assert [p.node.name for p in result.processes] == ["leader", "follower"]
+    assert [p.node.parameters[0].values for p in result.processes] == [{"rate": 1.0}, {"rate": 9}]
+    assert result.configurations["from_child"] == "leader"  # not scoped, like ros2 launch
+    assert [a.name for a in result.arguments] == ["robot", "rate", "robot", "rate"]
+    assert result.processes[0].location.path == tmp_path / "child.launch.yaml"
+
+
+def test_executable_and_process_options(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - executable:
+              cmd: sh -c 'echo $0'
+              args: hello
+              name: shout
+              output: both
+              env: [{name: FOO, value: bar}]
+              respawn: "true"
+              respawn_delay: 0.5
+              respawn_max_retries: 2
+              on_exit: shutdown
+              sigterm_timeout: 1
+        """
+    )
+    process = _only(plan(path))
+    assert process.label == "shout-1"
+    assert Path(process.command[0]).name == "sh"
+    assert process.command[1:] == ("-c", "echo $0", "hello")
+    assert process.node is None
+    assert dict(process.additional_env) == {"FOO": "bar"}
+    assert (process.output, process.respawn, process.respawn_delay, process.respawn_max_retries) == (
+        "both",
+        True,
+        0.5,
+        2,
+    )
+    assert process.required
+    assert process.sigterm_timeout == 1.0
+
+
+def test_declared_arguments_lists_all_args_without_evaluating(write_launch) -> None:
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: a, description: first}
+          - group: {if: "false", children: [{arg: {name: b, default: "$(var a)"}}]}
+          - arg: {name: c, default: x, choice: [{value: x}, {value: y}]}
+        """
+    )
+    arguments = declared_arguments(path)
+    assert [(a.name, a.default, a.description, a.choices) for a in arguments] == [
+        ("a", None, "first", None),
+        ("b", "$(var a)", "", None),
+        ("c", "x", "", ("x", "y")),
+    ]
+    assert [a.location.line for a in arguments] == [2, 3, 4]
+
+
+def _error(excinfo: pytest.ExceptionInfo[LaunchFileError]) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "expected"),
+    [
+        ("launch:\n  - nod: {pkg: a}\n", 2, "nod: unknown tag 'nod'; lerobot-ros launch supports arg,"),
+        (
+            "launch:\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n      colour: red\n",
+            5,
+            "node: unknown attribute 'colour'",
+        ),
+        ("launch:\n  - node: {pkg: fakepkg, exec: fake_node, ros_namespace: x}\n", 2, "use 'namespace'"),
+        ("launch:\n  - node: {pkg: fakepkg}\n", 2, "node: missing required attribute 'exec'"),
+        ("launch:\n  - node: {pkg: nopkg, exec: x}\n", 2, "node: package 'nopkg' is not in the ament index"),
+        ("launch:\n  - node: {pkg: fakepkg, exec: nope}\n", 2, "has no executable 'nope' (it has: fake_node)"),
+        (
+            "launch:\n  - arg: {name: needed}\n",
+            2,
+            "argument 'needed' is required (it has no default); pass needed:=VALUE",
+        ),
+        ("launch:\n\n  - let: {name: x, value: $(eval 1)}\n", 3, "let: unsupported substitution $(eval"),
+        ("launch:\n  - node: {exec: fake_node, pkg: fakepkg, output: loud}\n", 2, "output must be one of"),
+        (
+            "launch:\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n      param:\n        - {name: a}\n",
+            6,
+            "node param:",
+        ),
+        ("launch:\n  - include: {file: missing.launch.yaml}\n", 2, "write $(dirname)/missing.launch.yaml"),
+        ("launch:\n  - node: {pkg: fakepkg, exec: fake_node, name: 'bad name'}\n", 2, "invalid node name 'bad name'"),
+        ("launch:\n  - node: {pkg: fakepkg, exec: fake_node, if: maybe}\n", 2, "'if' must be true/false/1/0"),
+        (
+            "launch:\n  - node: {pkg: fakepkg, exec: fake_node, on_exit: restart}\n",
+            2,
+            "on_exit supports only 'shutdown'",
+        ),
+        ("launch:\n  - node: {pkg: fakepkg, exec: fake_node, param: 3}\n", 2, "must be a list of mappings"),
+        ("launch:\n  - node:\n    pkg: x\n", 2, "launch: each list item must be a mapping with exactly one tag"),
+        ("launch:\n  - node: {pkg: a, exec: b}\n  - node: {pkg: a, pkg: b}\n", 3, "YAML: duplicate key 'pkg'"),
+        ("launch:\n  - node: {pkg: a, exec: b\n  - arg: {}\n", 3, "YAML:"),
+        ("nodes: []\n", 1, "launch: a YAML launch file is a mapping with the single key 'launch:'"),
+        ("launch:\n  - executable: {cmd: no-such-program-xyz}\n", 2, "command 'no-such-program-xyz' is not on PATH"),
+    ],
+)
+def test_errors_name_file_line_and_tag(write_launch, plan, text: str, line: int, expected: str) -> None:
+    path = write_launch(text)
+    with pytest.raises(LaunchFileError) as excinfo:
+        plan(path)
+    message = _error(excinfo)
+    assert message.startswith(f"{path}:{line}: ")
+    assert expected in message
+
+
+def test_error_in_an_included_file_names_that_file(write_launch, plan, tmp_path: Path) -> None:
+    write_launch("launch:\n  - arg: {name: robot}\n", "child.launch.yaml")
+    path = write_launch("launch:\n  - include: {file: $(dirname)/child.launch.yaml}\n")
+    with pytest.raises(LaunchFileError) as excinfo:
+        plan(path)
+    message = _error(excinfo)
+    assert message.startswith(f"{tmp_path / 'child.launch.yaml'}:2: arg: argument 'robot' is required")
+    assert f"'arg' list of the include at {path}:2" in message
+
+
+def test_include_cycle_is_an_error(write_launch, plan) -> None:
+    path = write_launch("launch:\n  - include: {file: $(dirname)/test.launch.yaml}\n")
+    with pytest.raises(LaunchFileError, match="include cycle"):
+        plan(path)
+
+
+def test_params_file_must_have_ros_parameters(write_launch, plan, tmp_path: Path) -> None:
+    (tmp_path / "flat.yaml").write_text("rate_hz: 5.0\n")
+    path = write_launch(
+        "launch:\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n      param: [{from: flat.yaml}]\n"
+    )
+    with pytest.raises(LaunchFileError, match="is not a ROS 2 params file") as excinfo:
+        plan(path)
+    assert str(excinfo.value).startswith(f"{path}:5: node param: ")
+    (tmp_path / "flat.yaml").write_text(yaml.safe_dump({"/ns": {"talker": {"ros__parameters": {"a": 1}}}}))
+    assert plan(path).processes[0].node.parameters == (ParameterFile(tmp_path / "flat.yaml"),)
+
+
+def test_unknown_and_malformed_command_line_arguments(write_launch, plan) -> None:
+    path = write_launch("launch:\n  - arg: {name: ns, default: a}\n")
+    with pytest.raises(LaunchFileError, match=r"'nss' is not declared .*\(declared: ns\)"):
+        plan(path, {"nss": "x"})
+    with pytest.raises(LaunchFileError, match="is not NAME:=VALUE"):
+        parse_cli_arguments(["ns=x"], path)
+    assert parse_cli_arguments(["ns:=a:=b", "empty:="], path) == {"ns": "a:=b", "empty": ""}
+
+
+def test_choices_are_enforced(write_launch, plan) -> None:
+    path = write_launch("launch:\n  - arg: {name: mode, default: sim, choice: [{value: sim}, {value: real}]}\n")
+    assert plan(path).configurations["mode"] == "sim"
+    with pytest.raises(LaunchFileError, match="not one of sim, real"):
+        plan(path, {"mode": "other"})
+
+
+def test_missing_launch_file(plan, tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match="no such launch file"):
+        plan(tmp_path / "nope.launch.yaml")

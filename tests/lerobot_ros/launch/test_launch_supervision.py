@@ -1,0 +1,170 @@
+"""The launcher as a real process: output prefixes, ordered shutdown, required processes, respawn.
+
+The children here are small Python programs (no ROS graph); `test_launch_graph.py` runs real nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from lerobot_ros.testing import ManagedProcess, ProcessGroup, venv_script
+
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    ignore = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else []
+    for name in ignore:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    exit_code = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    print("ready", flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    if exit_code is not None:
+        time.sleep(float(sys.argv[3]))
+        sys.exit(exit_code)
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.fixture
+def child_cmd(tmp_path: Path) -> str:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    return f"{sys.executable} {script}"
+
+
+def start_launcher(processes: ProcessGroup, launch_file: Path, tmp_path: Path, *extra: str) -> ManagedProcess:
+    return processes.start(
+        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "log"), *extra, str(launch_file)],
+        name="launcher",
+    )
+
+
+def started_pids(launcher: ManagedProcess) -> dict[str, int]:
+    return {
+        m[0]: int(m[1])
+        for m in re.findall(r"\[INFO\] \[([\w.-]+)\]: process started with pid \[(\d+)\]", launcher.output())
+    }
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigint_stops_every_child_escalating_to_sigterm_and_sigkill(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    path = write_launch(
+        f"""
+        launch:
+          - executable: {{cmd: "{child_cmd}", name: polite, output: screen}}
+          - executable: {{cmd: "{child_cmd} SIGINT", name: deaf_to_int, output: screen}}
+          - executable: {{cmd: "{child_cmd} SIGINT,SIGTERM", name: deaf, output: log, sigkill_timeout: 0.5}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path, "--sigterm-timeout", "1", "--sigkill-timeout", "1")
+    launcher.wait_for_output(r"^\[polite-1\] ready$")
+    launcher.wait_for_output(r"^\[deaf_to_int-2\] ready$")
+    launcher.wait_for_output(r"^\[deaf-3\] to stderr$")  # output: log still shows stderr
+    pids = started_pids(launcher)
+    assert set(pids) == {"polite-1", "deaf_to_int-2", "deaf-3"}
+    assert "[deaf-3] ready" not in launcher.output()  # its stdout only goes to the log file
+    log = tmp_path / "log" / "deaf-3.log"
+    deadline = time.monotonic() + 10
+    while "ready" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "ready" in log.read_text()
+
+    launcher.send_signal(signal.SIGINT)
+    assert launcher.wait(timeout=20) == 0
+    output = launcher.output()
+    assert "[INFO] [launch]: shutting down: SIGINT received" in output
+    assert "[WARNING] [deaf_to_int-2]: did not stop after SIGINT; sending SIGTERM" in output
+    assert "[WARNING] [deaf-3]: did not stop after SIGTERM; sending SIGKILL" in output
+    assert "[polite-1]: did not stop" not in output
+    assert [pid for pid in pids.values() if alive(pid)] == []
+
+
+def test_failing_required_process_stops_the_others_and_fails_the_launch(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    path = write_launch(
+        f"""
+        launch:
+          - executable: {{cmd: "{child_cmd}", name: bystander}}
+          - executable: {{cmd: "{child_cmd} '' 3 0.5", name: critical, on_exit: shutdown}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 1
+    output = launcher.output()
+    assert re.search(
+        r"\[ERROR\] \[critical-2\]: process has died \[pid \d+, exit code 3, cmd '.*child.py '' 3 0.5'\]", output
+    )
+    assert "shutting down: required process critical-2 exited with 3 (on_exit: shutdown)" in output
+    assert not alive(started_pids(launcher)["bystander-1"])
+
+
+def test_required_process_exiting_cleanly_shuts_down_with_status_0(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    path = write_launch(
+        f"""
+        launch:
+          - executable: {{cmd: "{child_cmd}", name: bystander}}
+          - executable: {{cmd: "{child_cmd} '' 0 0.2", name: job, on_exit: shutdown}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 0
+    assert "shutting down: required process job-2 exited with 0" in launcher.output()
+
+
+def test_respawn_with_delay_and_retry_limit(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    path = write_launch(
+        f"""
+        launch:
+          - executable:
+              cmd: "{child_cmd} '' 7 0.1"
+              name: flaky
+              output: screen
+              respawn: "true"
+              respawn_delay: 0.2
+              respawn_max_retries: 2
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 0
+    output = launcher.output()
+    assert len(re.findall(r"\[INFO\] \[flaky-1\]: process started with pid", output)) == 3
+    assert output.count("[INFO] [flaky-1]: respawning in 0.2 s") == 2
+    assert output.count("[flaky-1] ready") == 3
+    assert output.rstrip().endswith("[INFO] [launch]: all processes have exited")
+
+
+def test_sigterm_to_the_launcher_is_a_clean_shutdown(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    path = write_launch(f'launch:\n  - executable: {{cmd: "{child_cmd}", name: worker, output: screen}}\n')
+    launcher = start_launcher(processes, path, tmp_path)
+    launcher.wait_for_output(r"^\[worker-1\] ready$")
+    pid = started_pids(launcher)["worker-1"]
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=20) == 0
+    assert "shutting down: SIGTERM received" in launcher.output()
+    assert not alive(pid)
