@@ -48,8 +48,8 @@ class EpisodeVideoEncoder:
     def __init__(self, path: Path, *, codec: str, fps: int, height: int, width: int) -> None:
         self.path = path
         self.frames = 0
-        # SVT-AV1 prints its whole configuration to stderr at level 3; keep warnings and errors.
-        os.environ.setdefault("SVT_LOG", "2")
+        # SVT-AV1 prints its configuration and warnings to stderr; keep errors only.
+        os.environ.setdefault("SVT_LOG", "1")
         try:
             self._container: Any = av.open(str(path), mode="w", format="mp4")
             stream: Any = self._container.add_stream(codec, rate=fps, options=codec_options(codec))

@@ -1,0 +1,122 @@
+"""Video and image features: round trips, file rollover, resume, codecs, camera statistics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dataset_synthetic import camera_features, create, write_episodes
+
+from lerobot_recorder.dataset import DatasetReader, DatasetWriter
+from lerobot_recorder.dataset.validate import validate
+
+FRONT = "observation.images.front"
+WRIST = "observation.images.wrist"
+
+
+def mean_error(a: object, b: object) -> float:
+    return float(np.abs(np.asarray(a).astype(int) - np.asarray(b).astype(int)).mean())
+
+
+def assert_is_frame(decoded: np.ndarray, frames: list[dict[str, object]], step: int) -> None:
+    """Within codec tolerance of the frame written at `step`, and closer to it than to its neighbours."""
+    error = mean_error(decoded, frames[step][FRONT])
+    assert error < 10.0, f"step {step}: mean abs error {error:.2f} after the codec"
+    for other in (step - 1, step + 1):
+        if 0 <= other < len(frames):
+            assert error < mean_error(decoded, frames[other][FRONT]), f"step {step} decodes closer to step {other}"
+
+
+def assert_frames_match(reader: DatasetReader, written: list[list[dict[str, object]]], start_episode: int = 0) -> None:
+    index = reader.episode_range(start_episode)[0]
+    for offset, frames in enumerate(written):
+        assert reader.episode_range(start_episode + offset) == (index, index + len(frames))
+        for step, frame in enumerate(frames):
+            item = reader[index]
+            assert item["frame_index"] == step
+            np.testing.assert_array_equal(item["action"], frame["action"])
+            if WRIST in frame:
+                np.testing.assert_array_equal(item[WRIST], frame[WRIST])  # PNG: lossless
+            if FRONT in frame:
+                assert_is_frame(item[FRONT], frames, step)
+            index += 1
+
+
+@pytest.mark.parametrize("codec", ["libsvtav1", "h264"])
+def test_video_and_image_round_trip(tmp_path: Path, codec: str) -> None:
+    root = tmp_path / "ds"
+    with create(root, video_codec=codec) as writer:
+        written = write_episodes(writer, [12, 7, 9], ["pick the cube", "place the cube"])
+    assert validate(root) == []
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["features"][FRONT]["info"]["video.codec"] == {"libsvtav1": "av1", "h264": "h264"}[codec]
+    assert info["features"][FRONT]["info"]["video.pix_fmt"] == "yuv420p"
+    with DatasetReader(root) as reader:
+        assert reader.tasks == ["pick the cube", "place the cube"]
+        assert [reader[i]["task"] for i in (0, 12, 19)] == ["pick the cube", "place the cube", "pick the cube"]
+        assert_frames_match(reader, written)
+        spans = [(e[f"videos/{FRONT}/from_timestamp"], e[f"videos/{FRONT}/to_timestamp"]) for e in reader.episodes]
+    np.testing.assert_allclose(spans, [(0.0, 12 / 30), (12 / 30, 19 / 30), (19 / 30, 28 / 30)])
+    assert len(list((root / "videos" / FRONT).glob("*/*.mp4"))) == 1
+    assert not list(root.glob("images"))
+
+
+def test_camera_stats_are_per_channel_in_unit_range(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with create(root) as writer:
+        written = write_episodes(writer, [10, 150], ["t"])
+    stats = json.loads((root / "meta/stats.json").read_text())
+    for key in (FRONT, WRIST):
+        for name in ("min", "max", "mean", "std", "q01", "q50", "q99"):
+            value = np.asarray(stats[key][name])
+            assert value.shape == (3, 1, 1)
+            assert (value >= 0).all() and (value <= 1).all()
+    # LeRobot samples max(100, n**0.75) frames of a >= 100-frame episode, all of a shorter one.
+    assert stats[FRONT]["count"] == [10 + 100]
+    frames = np.stack([f[FRONT] for ep in written for f in ep[:10]] + [written[1][0][FRONT]])
+    assert np.asarray(stats[FRONT]["max"]).max() == pytest.approx(frames.max() / 255)
+
+
+def test_rollover_into_new_files_and_chunks(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with create(root, data_files_size_in_mb=0.001, video_files_size_in_mb=0.001, chunks_size=2) as writer:
+        written = write_episodes(writer, [5, 6, 4, 5], ["a", "b"])
+    assert validate(root) == []
+    data = sorted(str(p.relative_to(root)) for p in (root / "data").glob("*/*.parquet"))
+    assert data == [
+        "data/chunk-000/file-000.parquet",
+        "data/chunk-000/file-001.parquet",
+        "data/chunk-001/file-000.parquet",
+        "data/chunk-001/file-001.parquet",
+    ]
+    videos = sorted((root / "videos" / FRONT).glob("*/*.mp4"))
+    assert len(videos) == 4
+    with DatasetReader(root) as reader:
+        assert [e[f"videos/{FRONT}/from_timestamp"] for e in reader.episodes] == [0.0, 0.0, 0.0, 0.0]
+        assert [(e["data/chunk_index"], e["data/file_index"]) for e in reader.episodes] == [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (1, 1),
+        ]
+        assert_frames_match(reader, written)
+
+
+def test_resume_appends_to_existing_files(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with create(root) as writer:
+        first = write_episodes(writer, [6, 5], ["a"])
+    with DatasetWriter.open(root, expect_features=camera_features()) as writer:
+        assert writer.num_episodes == 2
+        assert writer.video_codec == "libsvtav1"
+        second = write_episodes(writer, [7], ["b"], first_episode=2)
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        assert reader.num_episodes == 3
+        assert len(reader) == 18
+        assert reader.tasks == ["a", "b"]
+        assert reader.episodes[2][f"videos/{FRONT}/from_timestamp"] == pytest.approx(11 / 30)
+        assert_frames_match(reader, first + second)
+    assert len(list((root / "data").glob("*/*.parquet"))) == 1
