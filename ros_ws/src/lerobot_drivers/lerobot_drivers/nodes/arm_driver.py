@@ -1,0 +1,475 @@
+"""Lifecycle node driving one LeRobot arm (SO-100/SO-101, Koch; follower or leader).
+
+configure: open the port, check motors and calibration, write LeRobot's motor settings (torque off).
+activate: goals := measured positions, torque on (follower) or leader setup, start the fixed-rate loop.
+The loop sync-reads the arm, publishes `joint_states` stamped when the read finished, asks the
+`ArmController` for the target and sync-writes it. Subscriptions only hand messages to the controller.
+deactivate: stop the loop (the servos hold their last goal). cleanup/shutdown: torque off if
+`torque_off_on_shutdown`, close the port.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from lerobot_drivers.arms import get_arm
+from lerobot_drivers.arms.arm import Arm, make_bus
+from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
+from lerobot_drivers.motors.calibration import load_calibration
+from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
+
+JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+@dataclass
+class LoopStats:
+    """Timing and fault counters of the control loop, for /diagnostics."""
+
+    periods: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    cycle_times: deque[float] = field(default_factory=lambda: deque(maxlen=500))
+    cycles: int = 0
+    overruns: int = 0
+    failed_cycles: int = 0
+    consecutive_failures: int = 0
+    rejected_inputs: int = 0
+    stale_holds: int = 0
+    clipped_cycles: int = 0
+    last_rejection: str = ""
+    last_bus_error: str = ""
+    servo_errors: dict[str, str] = field(default_factory=dict)
+
+
+def _percentile_ms(values: deque[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q) * 1e3) if values else 0.0
+
+
+class ArmDriver(LifecycleNode):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("arm_driver", **kwargs)
+        self._declare_parameters()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._arm: Arm | None = None
+        self._controller: ArmController | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stats = LoopStats()
+        self._fault = ""
+        self._leader = False
+        self._joint_states_pub = self.create_publisher(JointState, "joint_states", JOINT_STATE_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._subscriptions_made: list[Any] = []
+        self._last_state: Any = None
+        self._trouble_seen = 0
+
+    def _declare_parameters(self) -> None:
+        def desc(text: str, *, read_only: bool = False, **kw: Any) -> ParameterDescriptor:
+            return ParameterDescriptor(description=text, read_only=read_only, **kw)
+
+        self.declare_parameter("robot_type", "so101_follower", desc("LeRobot robot type, e.g. so101_follower, koch_leader", read_only=True))
+        self.declare_parameter("port", "", desc("serial port of the arm (e.g. /dev/ttyACM0)", read_only=True))
+        self.declare_parameter("calibration_file", "", desc("LeRobot calibration JSON of this arm", read_only=True))
+        self.declare_parameter("baudrate", 0, desc("bus baud rate; 0 = the arm's default", read_only=True, integer_range=[IntegerRange(from_value=0, to_value=4_000_000)]))
+        self.declare_parameter(
+            "loop_rate", 100.0, desc("control loop rate (Hz)", read_only=True, floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)])
+        )
+        self.declare_parameter(
+            "max_relative_target", 0.0, desc("max distance (rad) of a goal from the measured position; 0 = off", floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2 * math.pi)])
+        )
+        self.declare_parameter(
+            "max_velocity", 0.0, desc("max goal speed (rad/s); 0 = off", floating_point_range=[FloatingPointRange(from_value=0.0, to_value=100.0)])
+        )
+        self.declare_parameter(
+            "command_timeout", 0.5, desc("age (s) after which a streamed command is stale and the arm holds", floating_point_range=[FloatingPointRange(from_value=0.01, to_value=60.0)])
+        )
+        self.declare_parameter("torque_off_on_shutdown", True, desc("release torque when the driver stops (the arm may fall)"))
+        self.declare_parameter(
+            "joint_limits_lower", Parameter.Type.DOUBLE_ARRAY, desc("per-joint lower limits (rad), narrowing the calibrated range", read_only=True, type=ParameterType.PARAMETER_DOUBLE_ARRAY)
+        )
+        self.declare_parameter(
+            "joint_limits_upper", Parameter.Type.DOUBLE_ARRAY, desc("per-joint upper limits (rad), narrowing the calibrated range", read_only=True, type=ParameterType.PARAMETER_DOUBLE_ARRAY)
+        )
+        self.declare_parameter("bus_timeout", 0.02, desc("reply timeout beyond wire time (s)", read_only=True))
+        self.declare_parameter("bus_retries", 2, desc("retries of a failed bus transaction", read_only=True, integer_range=[IntegerRange(from_value=0, to_value=10)]))
+        self.declare_parameter("hold_after_failures", 3, desc("failed cycles in a row before reporting ERROR (the arm holds meanwhile)", integer_range=[IntegerRange(from_value=1, to_value=1000)]))
+        self.declare_parameter("connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True))
+        self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
+        self.declare_parameter("diagnostics_period", 1.0, desc("seconds between /diagnostics reports", read_only=True))
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for p in params:
+            if p.name in ("max_relative_target", "max_velocity", "command_timeout") and self._controller is not None:
+                return SetParametersResult(successful=False, reason=f"{p.name} can only change while the driver is unconfigured")
+        return SetParametersResult(successful=True)
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    # Lifecycle transitions
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configure_hardware()
+        except (MotorError, ValueError) as err:
+            self.get_logger().error(f"configure failed: {err}")
+            self._publish_fault(str(err))
+            self._release(torque_off=False)
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def _configure_hardware(self) -> None:
+        spec = get_arm(self._param("robot_type"))
+        port = self._param("port")
+        if not port:
+            raise ValueError("parameter port is empty; set it to the arm's serial port, e.g. port:=/dev/ttyACM0")
+        calibration_path = self._param("calibration_file")
+        if not calibration_path:
+            raise ValueError(
+                "parameter calibration_file is empty; point it at the arm's LeRobot calibration JSON "
+                f"(~/.cache/huggingface/lerobot/calibration/{spec.calibration_kind}/{spec.robot_type}/<id>.json)"
+                " or run `lerobot-ros calibrate`"
+            )
+        calibration = load_calibration(calibration_path)
+        bus = make_bus(spec, port, baudrate=self._param("baudrate") or None, timeout_s=self._param("bus_timeout"), retries=self._param("bus_retries"))
+        arm = Arm(spec, bus, calibration)
+        self._connect(arm)
+        try:
+            written = arm.write_calibration_if_needed()
+            if written:
+                self.get_logger().info(f"wrote calibration of {calibration_path} to {', '.join(written)}")
+            arm.configure()
+            lower, upper = arm.limits()
+            lower, upper = self._narrow_limits(spec.joint_names, lower, upper)
+            self._controller = ArmController(
+                ControllerConfig(
+                    joint_names=spec.joint_names,
+                    lower=tuple(lower),
+                    upper=tuple(upper),
+                    max_relative_target=self._param("max_relative_target"),
+                    max_velocity=self._param("max_velocity"),
+                    command_timeout=self._param("command_timeout"),
+                )
+            )
+        except BaseException:
+            arm.close()
+            raise
+        self._arm = arm
+        self._leader = spec.role == "leader"
+        self._fault = ""
+        self._stats = LoopStats()
+        self.get_logger().info(f"{spec.robot_type} on {port}: {len(spec.joints)} motors found, calibration {calibration_path}")
+
+    def _connect(self, arm: Arm) -> None:
+        deadline = time.monotonic() + float(self._param("connect_timeout"))
+        while True:
+            try:
+                arm.connect()
+                return
+            except MotorError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _narrow_limits(self, names: tuple[str, ...], lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        for which, values in (("lower", lower), ("upper", upper)):
+            param = self.get_parameter(f"joint_limits_{which}")
+            if param.type_ == Parameter.Type.NOT_SET:
+                continue
+            given = list(param.value)
+            if len(given) != len(names):
+                raise ValueError(f"joint_limits_{which} needs {len(names)} values ({', '.join(names)}), got {len(given)}")
+            values[:] = np.maximum(values, given) if which == "lower" else np.minimum(values, given)
+        bad = [n for n, lo, hi in zip(names, lower, upper, strict=True) if not lo < hi]
+        if bad:
+            raise ValueError(f"joint limits leave no range for {', '.join(bad)}; check joint_limits_lower/upper")
+        return lower, upper
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        arm, controller = self._arm, self._controller
+        assert arm is not None and controller is not None
+        try:
+            if self._leader:
+                arm.apply_leader_setup()
+                measured = arm.read_state().positions
+            else:
+                measured = arm.hold_and_enable_torque()
+        except MotorError as err:
+            self.get_logger().error(f"activate failed: {err}")
+            self._publish_fault(str(err))
+            return TransitionCallbackReturn.FAILURE
+        with self._lock:
+            controller.activate(measured, self._now())
+        if not self._leader:
+            self._subscriptions_made = [
+                self.create_subscription(JointState, "joint_commands", self._on_joint_commands, COMMAND_QOS),
+                self.create_subscription(JointTrajectory, "joint_trajectory", self._on_joint_trajectory, COMMAND_QOS),
+            ]
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run_loop, name="arm_driver_loop", daemon=True)
+        self._thread.start()
+        self.get_logger().info(f"active ({'leader' if self._leader else 'follower'}), loop at {self._param('loop_rate')} Hz")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_loop()
+        for sub in self._subscriptions_made:
+            self.destroy_subscription(sub)
+        self._subscriptions_made = []
+        if self._controller is not None:
+            with self._lock:
+                self._controller.deactivate()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release(torque_off=bool(self._param("torque_off_on_shutdown")))
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release_hardware()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release(torque_off=False)
+        return TransitionCallbackReturn.SUCCESS
+
+    def release_hardware(self) -> None:
+        """Stop the loop, release torque if configured, close the port (idempotent)."""
+        self._stop_loop()
+        self._release(torque_off=bool(self._param("torque_off_on_shutdown")))
+
+    def _release(self, *, torque_off: bool) -> None:
+        arm = self._arm
+        self._arm = None
+        self._controller = None
+        if arm is None:
+            return
+        if torque_off and arm.bus.is_open:
+            try:
+                arm.set_torque(False)
+                self.get_logger().info("torque released")
+            except MotorError as err:
+                self.get_logger().error(f"could not release torque: {err}")
+        arm.close()
+
+    def _stop_loop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        self._thread = None
+
+    # Inputs: store only
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_joint_commands(self, msg: JointState) -> None:
+        controller = self._controller
+        if controller is None:
+            return
+        try:
+            with self._lock:
+                controller.command(list(msg.name), list(msg.position), self._now())
+        except (CommandRejected, RuntimeError) as err:
+            self._reject(str(err))
+
+    def _on_joint_trajectory(self, msg: JointTrajectory) -> None:
+        controller = self._controller
+        if controller is None:
+            return
+        now = self._now()
+        stamp = Time.from_msg(msg.header.stamp).nanoseconds * 1e-9
+        start = stamp if stamp > 0 else now
+        times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+        points = [list(p.positions) for p in msg.points]
+        try:
+            with self._lock:
+                controller.trajectory(list(msg.joint_names), start, times, points, now)
+        except (CommandRejected, RuntimeError) as err:
+            self._reject(str(err))
+
+    def _reject(self, reason: str) -> None:
+        self._stats.rejected_inputs += 1
+        self._stats.last_rejection = reason
+        self.get_logger().warning(f"rejected: {reason}", throttle_duration_sec=1.0)
+
+    # The loop
+
+    def _run_loop(self) -> None:
+        period = 1.0 / float(self._param("loop_rate"))
+        diag_period = float(self._param("diagnostics_period"))
+        hold_after = int(self._param("hold_after_failures"))
+        next_tick = time.perf_counter()
+        last_start: float | None = None
+        next_diag = time.perf_counter()
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            if last_start is not None:
+                self._stats.periods.append(start - last_start)
+            last_start = start
+            try:
+                self._cycle()
+                self._stats.consecutive_failures = 0
+            except DisconnectedError as err:
+                self._fail(f"bus disconnected: {err}")
+                return
+            except BusCommunicationError as err:
+                self._stats.failed_cycles += 1
+                self._stats.consecutive_failures += 1
+                self._stats.last_bus_error = str(err)
+                level = "holding" if self._stats.consecutive_failures >= hold_after else "retrying"
+                self.get_logger().warning(f"bus error ({level}): {err}", throttle_duration_sec=1.0)
+            self._stats.cycles += 1
+            self._stats.cycle_times.append(time.perf_counter() - start)
+            if time.perf_counter() >= next_diag:
+                self._publish_diagnostics()
+                next_diag += diag_period
+            next_tick += period
+            delay = next_tick - time.perf_counter()
+            if delay < 0:
+                self._stats.overruns += 1
+                next_tick = time.perf_counter()
+            else:
+                self._stop.wait(delay)
+
+    def _cycle(self) -> None:
+        arm, controller = self._arm, self._controller
+        if arm is None or controller is None:
+            return
+        state = arm.read_state()
+        stamp = self.get_clock().now()
+        self._last_state = state
+        self._stats.servo_errors = {name: arm.bus.describe_status(bits) for name, bits in state.errors.items()}
+        msg = JointState()
+        msg.header.stamp = stamp.to_msg()
+        msg.name = list(arm.names)
+        msg.position = state.positions.tolist()
+        msg.velocity = state.velocities.tolist()
+        msg.effort = state.efforts.tolist()
+        self._joint_states_pub.publish(msg)
+        if self._leader:
+            return
+        with self._lock:
+            out = controller.update(stamp.nanoseconds * 1e-9, state.positions)
+        if out.stale:
+            self._stats.stale_holds += 1
+            self.get_logger().warning("joint_commands went stale; holding position", throttle_duration_sec=1.0)
+        if out.clipped:
+            self._stats.clipped_cycles += 1
+            self.get_logger().warning(f"target clipped to joint limits: {', '.join(out.clipped)}", throttle_duration_sec=1.0)
+        arm.write_goal(out.target)
+
+    def _fail(self, reason: str) -> None:
+        self._fault = reason
+        self.get_logger().error(f"{reason}; driver stopped, the servos keep their last goal")
+        self._publish_diagnostics()
+
+    def _publish_fault(self, reason: str) -> None:
+        self._fault = reason
+        self._publish_diagnostics()
+
+    def _publish_diagnostics(self) -> None:
+        stats = self._stats
+        arm = self._arm
+        status = DiagnosticStatus()
+        status.name = f"{self.get_name()}: {self._param('robot_type')}"
+        status.hardware_id = str(self._param("port"))
+        hold_after = int(self._param("hold_after_failures"))
+        problems = []
+        level = DiagnosticStatus.OK
+        if self._fault:
+            level, problems = DiagnosticStatus.ERROR, [self._fault]
+        else:
+            if stats.consecutive_failures >= hold_after:
+                level = DiagnosticStatus.ERROR
+                problems.append(f"bus failing, holding: {stats.last_bus_error}")
+            elif arm is not None and arm.bus.stats.retries + stats.failed_cycles > 0 and self._recent_bus_trouble():
+                level = max(level, DiagnosticStatus.WARN)
+                problems.append(f"bus retries {arm.bus.stats.retries}, failed cycles {stats.failed_cycles}")
+            if stats.servo_errors:
+                level = max(level, DiagnosticStatus.WARN)
+                problems.append("servo errors: " + "; ".join(f"{k}: {v}" for k, v in stats.servo_errors.items()))
+        status.level = level
+        status.message = "; ".join(problems) if problems else "ok"
+        values = {
+            "loop_rate_target_hz": f"{self._param('loop_rate'):.1f}",
+            "loop_period_p50_ms": f"{_percentile_ms(stats.periods, 50):.3f}",
+            "loop_period_p99_ms": f"{_percentile_ms(stats.periods, 99):.3f}",
+            "cycle_time_p50_ms": f"{_percentile_ms(stats.cycle_times, 50):.3f}",
+            "cycle_time_p99_ms": f"{_percentile_ms(stats.cycle_times, 99):.3f}",
+            "cycles": str(stats.cycles),
+            "overruns": str(stats.overruns),
+            "failed_cycles": str(stats.failed_cycles),
+            "rejected_inputs": str(stats.rejected_inputs),
+            "last_rejection": stats.last_rejection,
+            "stale_holds": str(stats.stale_holds),
+            "clipped_cycles": str(stats.clipped_cycles),
+            "last_bus_error": stats.last_bus_error,
+        }
+        if arm is not None:
+            values.update(
+                bus_transactions=str(arm.bus.stats.transactions),
+                bus_retries=str(arm.bus.stats.retries),
+                bus_failures=str(arm.bus.stats.failures),
+            )
+        state = self._last_state
+        if state is not None and arm is not None:
+            for i, name in enumerate(arm.names):
+                values[f"{name}.voltage_v"] = f"{state.voltages[i]:.1f}"
+                values[f"{name}.temperature_c"] = f"{state.temperatures[i]:.0f}"
+                values[f"{name}.error"] = stats.servo_errors.get(name, "")
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        self._trouble_seen = arm.bus.stats.retries + stats.failed_cycles if arm is not None else 0
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        array.status = [status]
+        self._diagnostics_pub.publish(array)
+
+    def _recent_bus_trouble(self) -> bool:
+        arm = self._arm
+        if arm is None:
+            return False
+        return arm.bus.stats.retries + self._stats.failed_cycles > self._trouble_seen
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = ArmDriver()
+    try:
+        if node.get_parameter("autostart").value:
+            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                node.trigger_activate()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop: release below
+    finally:
+        node.release_hardware()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
