@@ -27,6 +27,7 @@ def test_node_command_line_matches_launch_ros(write_launch, plan, fake_prefix: P
               name: talker
               namespace: robot1
               args: --verbose "two words"
+              ros_args: --log-level debug
               param:
                 - {name: rate_hz, value: 5.0}
                 - {from: $(find-pkg-share fakepkg)/config/params.yaml}
@@ -42,6 +43,9 @@ def test_node_command_line_matches_launch_ros(write_launch, plan, fake_prefix: P
         str(fake_prefix / "lib/fakepkg/fake_node"),
         "--verbose",
         "two words",
+        "--ros-args",
+        "--log-level",
+        "debug",
         "--ros-args",
         "-r",
         "__node:=talker",

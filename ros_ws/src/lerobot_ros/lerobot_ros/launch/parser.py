@@ -77,7 +77,7 @@ _ACTIONS: dict[str, _Schema] = {
     "arg": _Schema(frozenset({"name", "default", "description", "choice"}), frozenset({"name"}), frozenset({"choice"})),
     "let": _Schema(frozenset({"name", "value"}), frozenset({"name", "value"})),
     "node": _Schema(
-        _PROCESS_COMMON | {"pkg", "exec", "exec_name", "namespace", "param", "remap"},
+        _PROCESS_COMMON | {"pkg", "exec", "exec_name", "namespace", "param", "remap", "ros_args"},
         frozenset({"exec"}),
         frozenset({"param", "remap", "env"}),
     ),
@@ -526,6 +526,8 @@ class _Planner:
         if namespace is not None:
             namespace = _validate_namespace(namespace, location)
         arguments = self.split(body["args"], location, path) if "args" in body else []
+        if "ros_args" in body:
+            arguments += ["--ros-args", *self.split(body["ros_args"], location, path)]
         prefix = self.split(body["launch-prefix"], location, path) if "launch-prefix" in body else []
         details = NodeDetails(
             package=package or "",
