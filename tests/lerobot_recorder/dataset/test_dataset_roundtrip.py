@@ -91,5 +91,5 @@ def test_create_refuses_existing_root(tmp_path: Path) -> None:
     DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()).close()
     from lerobot_recorder.dataset import DatasetExistsError
 
-    with pytest.raises(DatasetExistsError, match="DatasetWriter.open"):
+    with pytest.raises(DatasetExistsError, match=r"DatasetWriter\.open"):
         DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features())

@@ -1,0 +1,152 @@
+"""The validator catches the broken datasets LeRobot 0.4.4 loads silently (LEROBOT_V3_FORMAT.md §10) and more."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from dataset_synthetic import camera_features, create, write_episodes
+
+from lerobot_recorder.dataset.validate import validate
+
+DATA = "data/chunk-000/file-000.parquet"
+EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+VIDEO = "videos/observation.images.front/chunk-000/file-000.mp4"
+
+
+@pytest.fixture(scope="module")
+def valid_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("valid") / "ds"
+    with create(root, features=camera_features(image=False)) as writer:
+        write_episodes(writer, [10, 10, 10], ["a", "b"])
+    return root
+
+
+def edit_json(path: Path, change: Callable[[dict[str, object]], None]) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def edit_table(path: Path, change: Callable[[pa.Table], pa.Table]) -> None:
+    pq.write_table(change(pq.read_table(path)), path)
+
+
+def frames_one_lower(root: Path) -> None:
+    edit_json(root / "meta/info.json", lambda info: info.update(total_frames=29))
+
+
+def stats_deleted(root: Path) -> None:
+    (root / "meta/stats.json").unlink()
+
+
+def from_index_off_by_one(root: Path) -> None:
+    def change(table: pa.Table) -> pa.Table:
+        values = table.column("dataset_from_index").to_pylist()
+        values[1] += 1
+        return table.set_column(
+            table.schema.get_field_index("dataset_from_index"), "dataset_from_index", pa.array(values)
+        )
+
+    edit_table(root / EPISODES, change)
+
+
+def rows_in_order_0_2_1(root: Path) -> None:
+    edit_table(root / DATA, lambda t: pa.concat_tables([t.slice(0, 10), t.slice(20, 10), t.slice(10, 10)]))
+
+
+def timestamps_shifted(root: Path) -> None:
+    def change(table: pa.Table) -> pa.Table:
+        ts = table.column("timestamp")
+        episode = table.column("episode_index")
+        shifted = pc.if_else(pc.equal(episode, 1), pc.add(ts, pa.scalar(0.5, pa.float32())), ts)
+        return table.set_column(table.schema.get_field_index("timestamp"), "timestamp", shifted)
+
+    edit_table(root / DATA, change)
+
+
+def fps_25(root: Path) -> None:
+    edit_json(root / "meta/info.json", lambda info: info.update(fps=25))
+
+
+def task_as_column(root: Path) -> None:
+    tasks = pd.read_parquet(root / "meta/tasks.parquet")
+    pd.DataFrame({"task_index": tasks["task_index"].to_numpy(), "task": list(tasks.index)}).to_parquet(
+        root / "meta/tasks.parquet", index=False
+    )
+
+
+def data_without_footer(root: Path) -> None:
+    path = root / DATA
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def video_missing(root: Path) -> None:
+    (root / VIDEO).unlink()
+
+
+def old_version(root: Path) -> None:
+    edit_json(root / "meta/info.json", lambda info: info.update(codebase_version="v2.1"))
+
+
+def task_index_out_of_range(root: Path) -> None:
+    def change(table: pa.Table) -> pa.Table:
+        column = pc.if_else(pc.equal(table.column("index"), 3), pa.scalar(7, pa.int64()), table.column("task_index"))
+        return table.set_column(table.schema.get_field_index("task_index"), "task_index", column)
+
+    edit_table(root / DATA, change)
+
+
+@pytest.mark.parametrize(
+    ("breaker", "expected"),
+    [
+        (frames_one_lower, "total_frames is 29"),
+        (stats_deleted, "stats.json: missing"),
+        (from_index_off_by_one, "dataset_from_index is 11"),
+        (rows_in_order_0_2_1, "index != row position"),
+        (timestamps_shifted, "timestamp != frame_index / fps"),
+        (fps_25, "video runs at 30 fps but info.json says fps 25"),
+        (task_as_column, "not the pandas index"),
+        (data_without_footer, "unreadable"),
+        (video_missing, "missing"),
+        (old_version, "v2.1"),
+        (task_index_out_of_range, "task_index outside"),
+    ],
+)
+def test_broken_dataset_is_reported(
+    valid_dataset: Path, tmp_path: Path, breaker: Callable[[Path], None], expected: str
+) -> None:
+    root = tmp_path / "broken"
+    shutil.copytree(valid_dataset, root)
+    assert validate(root) == []
+    breaker(root)
+    problems = [str(p) for p in validate(root)]
+    assert any(expected in p for p in problems), problems
+
+
+def test_cli_exit_status_and_one_line_per_problem(valid_dataset: Path, tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    shutil.copytree(valid_dataset, root)
+    cli = [sys.executable, "-m", "lerobot_ros.cli", "dataset"]
+    ok = subprocess.run([*cli, "validate", str(root)], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "OK" in ok.stdout
+    info = subprocess.run([*cli, "info", str(root)], capture_output=True, text=True, check=False)
+    assert info.returncode == 0 and "episodes       3  (30 frames" in info.stdout
+    stats_deleted(root)
+    frames_one_lower(root)
+    bad = subprocess.run([*cli, "validate", str(root)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    lines = bad.stdout.strip().splitlines()
+    assert lines[-1].startswith("INVALID: ")
+    assert any(line.startswith("meta/stats.json: missing") for line in lines)
+    assert any("total_frames is 29" in line for line in lines)
