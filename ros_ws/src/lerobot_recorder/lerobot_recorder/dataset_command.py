@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lerobot_recorder.hub_command import add_push_arguments, run_push
 from lerobot_ros.command import Command, CommandError
 
 
@@ -116,6 +117,7 @@ ACTIONS: tuple[DatasetAction, ...] = (
     DatasetAction(
         "validate", "check every format invariant; exit 1 with one line per problem", _add_validate, _run_validate
     ),
+    DatasetAction("push", "upload to the Hugging Face Hub (dataset card, v3.0 tag)", add_push_arguments, run_push),
 )
 
 

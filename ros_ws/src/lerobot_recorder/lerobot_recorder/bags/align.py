@@ -13,8 +13,8 @@ The rule (DESIGN.md section 6, the same as the live recorder and the policy node
   spread by more than `tolerance_ns`, is dropped and counted.
 
 Samples are pushed in storage order; each topic's stamps must not go backwards. Frames are released as soon
-as every feature has a sample after the frame time, so memory stays bounded by the reordering in the bag,
-not by its length.
+as every feature has a sample after the frame time (or has ended), so memory stays bounded by the reordering
+in the bag, not by its length.
 """
 
 from __future__ import annotations
@@ -164,6 +164,7 @@ class Aligner:
         self._seq = 0
         self._next_slot = 0
         self._t0: int | None = None
+        self._ended: set[str] = set()
         self.report = SyncReport(mode=mode, fps=fps, features={f.key: FeatureSync() for f in features})
 
     def push(self, key: str, stamp_ns: int, payload: Any) -> Iterator[AlignedFrame]:
@@ -185,24 +186,39 @@ class Aligner:
                 return
             self._t0 = max(f.first_stamp_ns or 0 for f in self.report.features.values())
             self.report.t0_ns = self._t0
-        yield from self._release(final=False)
+        yield from self._release()
+
+    def end(self, key: str) -> Iterator[AlignedFrame]:
+        """No more samples will come for `key`; yields the frames this completes."""
+        if key in self._ended:
+            return
+        self._ended.add(key)
+        yield from self._release()
 
     def finish(self) -> Iterator[AlignedFrame]:
-        """End of data: yields the remaining frames up to the earliest last sample."""
+        """End of data for every feature: yields the remaining frames up to the earliest last sample."""
+        for key in self.features:
+            yield from self.end(key)
+
+    def poll(self) -> Iterator[AlignedFrame]:
+        """Frames that are complete with the samples pushed so far."""
+        yield from self._release()
+
+    @property
+    def finished(self) -> bool:
+        """True once every feature has ended."""
+        return len(self._ended) == len(self.features)
+
+    def _release(self) -> Iterator[AlignedFrame]:
         if self._t0 is None:
             return
-        yield from self._release(final=True)
-
-    def _release(self, final: bool) -> Iterator[AlignedFrame]:
-        assert self._t0 is not None
-        end = min(f.last_stamp_ns or 0 for f in self.report.features.values())
         while True:
             t = frame_time(self._t0, self._next_slot, self.fps)
-            if final:
-                if t > end:
-                    return
-            # Not final: some feature may still deliver a sample at or before t.
-            elif any(b[-1].stamp_ns <= t for b in self._buffers.values()):
+            ended = [self.report.features[k].last_stamp_ns or 0 for k in self._ended]
+            if ended and t > min(ended):
+                return  # past the last sample of a feature that has ended
+            # A feature still streaming may deliver a sample at or before t: wait for it.
+            if any(k not in self._ended and b[-1].stamp_ns <= t for k, b in self._buffers.items()):
                 if all(len(b) <= self.max_buffer for b in self._buffers.values()):
                     return
                 # One topic has fallen silent while others pile up: release with what is there.

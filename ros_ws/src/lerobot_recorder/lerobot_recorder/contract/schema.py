@@ -240,8 +240,11 @@ class FeatureContract:
         return out
 
     def value(self, msg: Any) -> npt.NDArray[Any]:
-        """The dataset value of this feature for `msg`."""
-        return self.picture(msg) if self.is_image else self.vector(msg)
+        """The dataset value of this feature for `msg` (depth pictures flattened row-major, see `feature_specs`)."""
+        if not self.is_image:
+            return self.vector(msg)
+        picture = self.picture(msg)
+        return picture.reshape(-1) if self.dtype == "depth" else picture
 
 
 @dataclass(frozen=True)
@@ -327,9 +330,11 @@ class Contract:
 
         specs: dict[str, FeatureSpec] = {}
         for key, feat in self.features.items():
-            if feat.is_image:
-                dtype = "float32" if feat.dtype == "depth" else feat.dtype
-                specs[key] = FeatureSpec(dtype, tuple(feat.shape), feat.dataset_names)
+            if feat.dtype == "depth":
+                # The v3 writer stores 1-D vectors only: depth is a flat float32 row (metres, row-major).
+                specs[key] = FeatureSpec("float32", (feat.shape[0] * feat.shape[1],), None)
+            elif feat.is_image:
+                specs[key] = FeatureSpec(feat.dtype, tuple(feat.shape), feat.dataset_names)
             else:
                 specs[key] = FeatureSpec(feat.dtype, (feat.size,), feat.dataset_names)
         return specs

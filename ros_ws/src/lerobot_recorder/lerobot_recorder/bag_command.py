@@ -1,0 +1,186 @@
+"""`lerobot-ros bag2dataset` and `lerobot-ros dataset2bag`: rosbag2 bags <-> LeRobot v3 datasets.
+
+lerobot-ros bag2dataset BAG... --contract FILE --output ROOT [--task TEXT | --task-topic T]
+lerobot-ros dataset2bag ROOT --contract FILE --output BAG [--episodes 0 2 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lerobot_ros.command import Command, CommandError
+
+
+def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bags", nargs="+", type=Path, metavar="BAG", help="rosbag2 folders (or .mcap/.db3 files)")
+    parser.add_argument("--contract", type=Path, required=True, help="robot contract YAML (config/contracts/)")
+    parser.add_argument("--output", type=Path, required=True, metavar="ROOT", help="dataset folder to write")
+    parser.add_argument("--repo-id", default=None, help="dataset repo id stored in the card (default: local/<ROOT>)")
+    task = parser.add_mutually_exclusive_group()
+    task.add_argument("--task", default=None, help="task text of every episode")
+    task.add_argument("--task-topic", default=None, metavar="TOPIC", help="std_msgs/String topic giving the task")
+    parser.add_argument(
+        "--split",
+        default="one-per-bag",
+        help="one-per-bag (default), marker:TOPIC (each message starts an episode) or gap:SECONDS",
+    )
+    parser.add_argument(
+        "--stamp", choices=("header", "receive"), default=None, help="clock that places messages (default: contract)"
+    )
+    parser.add_argument("--align", choices=("hold", "nearest", "linear"), default="hold", help="resampling rule")
+    parser.add_argument(
+        "--tolerance", type=float, default=None, metavar="S", help="max spread of one frame's samples (s)"
+    )
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="bags converted in parallel (processes)")
+    parser.add_argument("--codec", choices=("libsvtav1", "h264"), default=None, help="video codec (default libsvtav1)")
+    parser.add_argument("--append", action="store_true", help="add episodes to an existing dataset at ROOT")
+    parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the dataset to this Hub repo")
+    parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _episode_line(entry: dict[str, Any]) -> str:
+    if "skipped" in entry:
+        return f"  skipped  {entry['bag']}: {entry['skipped']}"
+    skews = ", ".join(f"{k} {v['max_skew_s'] * 1000:.1f}" for k, v in entry["features"].items())
+    return (
+        f"  episode {entry['episode_index']:>4}  {entry['frames']:>6} frames  dropped {entry['frames_dropped']:>4} "
+        f"(stale {entry['frames_dropped_stale']}, tolerance {entry['frames_dropped_tolerance']})  "
+        f"coverage {entry['coverage'] * 100:5.1f}%  max skew ms: {skews}  [{Path(entry['bag']).name}]"
+    )
+
+
+def _run_bag2dataset(args: argparse.Namespace) -> int:
+    import sys
+
+    from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
+    from lerobot_recorder.bags.errors import BagError
+    from lerobot_recorder.bags.pipeline import convert_bags
+    from lerobot_recorder.contract import ContractError, load_contract
+
+    try:
+        contract = load_contract(args.contract)
+        split = SplitRule.parse(args.split)
+    except (ContractError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    if args.jobs < 1:
+        raise CommandError("--jobs must be at least 1")
+    if args.tolerance is not None and args.tolerance <= 0:
+        raise CommandError("--tolerance must be a positive number of seconds")
+    if not args.task and not args.task_topic and split.kind != "marker":
+        raise CommandError("every episode needs a task: pass --task TEXT or --task-topic TOPIC")
+    options = ConvertOptions(
+        contract=contract,
+        stamp=args.stamp or contract.stamp,
+        align=args.align,
+        tolerance_s=args.tolerance if args.tolerance is not None else contract.sync_tolerance_s,
+        task=args.task,
+        task_topic=args.task_topic,
+        split=split,
+    )
+    root: Path = args.output
+    repo_id = args.repo_id or args.push_to_hub or f"local/{root.resolve().name}"
+    print(f"bag2dataset: {len(args.bags)} bag(s) -> {root}  stamp={options.stamp} align={options.align}")
+    try:
+        result = convert_bags(
+            args.bags,
+            options,
+            root=root,
+            repo_id=repo_id,
+            append=args.append,
+            codec=args.codec,
+            jobs=args.jobs,
+            progress=not args.quiet and sys.stderr.isatty(),
+            on_episode=lambda entry: print(_episode_line(entry), flush=True),
+        )
+    except BagError as err:
+        raise CommandError(f"nothing written: {err}") from None
+    for bag in result.bags:
+        for warning in bag.get("warnings", []):
+            print(f"  warning  {Path(bag['bag']).name}: {warning}")
+        clock = bag.get("clock")
+        if clock:
+            print(f"  clock    {Path(bag['bag']).name}: {clock['note']}")
+    for failure in result.failed:
+        print(f"  FAILED   {failure['bag']}: {failure['error']}")
+    rate = result.frames / result.seconds if result.seconds else 0.0
+    print(
+        f"bag2dataset: {len(result.episodes)} episode(s), {result.frames} frames in {result.seconds:.1f} s "
+        f"({rate:.0f} frames/s); {len(result.skipped)} skipped, {len(result.failed)} failed"
+    )
+    if result.report_path is not None:
+        print(f"sync report: {result.report_path}")
+    if not result.episodes:
+        raise CommandError("no episode was written (see the skipped/failed lines above); the output was not created")
+    if args.push_to_hub:
+        from lerobot_recorder.hub import HubError, push_dataset
+
+        try:
+            url = push_dataset(root, args.push_to_hub, private=args.private)
+        except HubError as err:
+            raise CommandError(str(err)) from None
+        print(f"pushed to {url}")
+    return 1 if result.failed else 0
+
+
+def _add_dataset2bag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", type=Path, metavar="ROOT", help="dataset folder (holds meta/info.json)")
+    parser.add_argument("--output", type=Path, required=True, metavar="BAG", help="bag folder to create (mcap)")
+    parser.add_argument(
+        "--contract", type=Path, default=None, help="contract YAML (default: the dataset's meta/contract.json)"
+    )
+    parser.add_argument("--episodes", type=int, nargs="+", default=None, metavar="N", help="episodes (default all)")
+    parser.add_argument(
+        "--start", type=float, default=None, metavar="UNIX_S", help="stamp of the first frame (default: now)"
+    )
+
+
+def _run_dataset2bag(args: argparse.Namespace) -> int:
+    from lerobot_recorder.bags.errors import BagError
+    from lerobot_recorder.bags.export import dataset_to_bag
+    from lerobot_recorder.contract import Contract, ContractError, load_contract
+    from lerobot_recorder.dataset import DatasetError
+
+    try:
+        if args.contract is not None:
+            contract = load_contract(args.contract)
+        else:
+            stored = args.root / "meta" / "contract.json"
+            if not stored.is_file():
+                raise CommandError(f"{args.root} has no meta/contract.json; pass --contract FILE")
+            contract = Contract.from_dict(json.loads(stored.read_text()), source=str(stored))
+    except ContractError as err:
+        raise CommandError(str(err)) from None
+    try:
+        summary = dataset_to_bag(args.root, args.output, contract, episodes=args.episodes, start_s=args.start)
+    except (BagError, DatasetError) as err:
+        raise CommandError(str(err)) from None
+    print(
+        f"dataset2bag: {summary['episodes']} episode(s), {summary['messages']} messages on "
+        f"{len(summary['topics'])} topics -> {args.output}{os.sep}"
+    )
+    return 0
+
+
+BAG2DATASET = Command(
+    name="bag2dataset",
+    help="convert rosbag2 bags into a LeRobot v3 dataset using a robot contract",
+    description=(__doc__ or "")
+    + "\nResampling: frame 0 at the first time every feature has data; each frame holds, per feature, the newest"
+    " sample stamped at or before the frame time (--align hold). A sync report (skew, drops, coverage) is"
+    " printed and saved next to the dataset as ROOT.sync_report.json.",
+    add_arguments=_add_bag2dataset,
+    run=_run_bag2dataset,
+)
+
+DATASET2BAG = Command(
+    name="dataset2bag",
+    help="write dataset episodes back into an mcap bag (JointState/Image topics from the contract)",
+    description=__doc__ or "",
+    add_arguments=_add_dataset2bag,
+    run=_run_dataset2bag,
+)

@@ -1,0 +1,431 @@
+"""One bag -> a stream of episode events (frames with every feature's value, episode reports).
+
+`bag_events` is pure with respect to the dataset: it reads, checks, aligns and decodes, and yields events;
+`lerobot_recorder.bags.pipeline` feeds them to the dataset writer (in this process or from worker
+processes), so serial and parallel conversion produce the same frames.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lerobot_recorder.bags.align import NS, AlignedFrame, Aligner, AlignFeature, SyncReport
+from lerobot_recorder.bags.errors import BagError, NonMonotonicStampError
+from lerobot_recorder.bags.reader import BagSource
+from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
+
+SPLIT_KINDS = ("one-per-bag", "marker", "gap")
+# Header and receive clocks further apart than this are reported as different clocks (sim vs wall time).
+CLOCK_MISMATCH_S = 1.0
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """How a bag is cut into episodes: `one-per-bag`, `marker` (each message on `topic` starts one), `gap`."""
+
+    kind: str = "one-per-bag"
+    topic: str | None = None
+    gap_s: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str) -> SplitRule:
+        """``one-per-bag``, ``marker:/topic`` or ``gap:SECONDS``."""
+        kind, _, arg = text.partition(":")
+        if kind == "one-per-bag" and not arg:
+            return cls()
+        if kind == "marker" and arg.startswith("/"):
+            return cls("marker", topic=arg)
+        if kind == "gap":
+            try:
+                seconds = float(arg)
+            except ValueError:
+                seconds = -1.0
+            if seconds > 0 and math.isfinite(seconds):
+                return cls("gap", gap_s=seconds)
+        raise ValueError(f"--split {text!r}: use one-per-bag, marker:/TOPIC or gap:SECONDS (a positive number)")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Everything that decides how a bag becomes episodes (picklable, sent to worker processes)."""
+
+    contract: Contract
+    stamp: str = "header"
+    align: str = "hold"
+    tolerance_s: float | None = None
+    task: str | None = None
+    task_topic: str | None = None
+    split: SplitRule = field(default_factory=SplitRule)
+
+
+@dataclass
+class EpisodeStartEvent:
+    """The next frames belong to a new episode of `task` (sent before its first frame)."""
+
+    task: str
+
+
+@dataclass
+class FrameEvent:
+    """One dataset frame: a value for every contract feature."""
+
+    values: dict[str, npt.NDArray[Any]]
+
+
+@dataclass
+class EpisodeEvent:
+    """An episode of the bag is complete (it may hold zero frames: the consumer reports it as skipped)."""
+
+    bag: str
+    task: str
+    frames: int
+    report: dict[str, Any]
+
+
+@dataclass
+class BagEvent:
+    """The bag is done (`error` set when it failed part-way; the open episode must then be discarded)."""
+
+    bag: str
+    info: dict[str, Any]
+    error: str | None = None
+
+
+Event = EpisodeStartEvent | FrameEvent | EpisodeEvent | BagEvent
+
+
+@dataclass
+class _Range:
+    start_ns: int
+    end_ns: int  # exclusive
+    task: str
+    aligner: Aligner | None = None
+
+
+@dataclass
+class _ClockStats:
+    count: int = 0
+    offset_sum_s: float = 0.0
+
+    def add(self, header_ns: int, receive_ns: int) -> None:
+        self.count += 1
+        self.offset_sum_s += (receive_ns - header_ns) / NS
+
+    @property
+    def mean_s(self) -> float:
+        return self.offset_sum_s / self.count if self.count else 0.0
+
+
+def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -> None:
+    """Raise BagError when a contract topic is missing, has another type, lacks a field or a header."""
+    for feat in contract.features.values():
+        info = bag.check_topic(feat.topic, feat.type)
+        if stamp == "header" and not info.has_header:
+            raise BagError(f"bag {bag.path}: {feat.topic} ({feat.type}) has no header stamp; use --stamp receive")
+        if not feat.is_image:
+            for path in filter(None, (feat.field, feat.joint_names_field if feat.joints else None)):
+                _check_field_path(bag, feat, path)
+
+
+def _check_field_path(bag: BagSource, feat: FeatureContract, path: str) -> None:
+    msgtype = feat.type
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        fields = dict(bag.fielddefs(msgtype))
+        if part not in fields:
+            raise BagError(
+                f"contract {feat.source}: features.{feat.key}: {feat.type} has no field {path!r} "
+                f"({msgtype} fields: {', '.join(fields)}); fix `field` in the contract"
+            )
+        node = fields[part]
+        if i + 1 < len(parts):
+            if not (isinstance(node[1], str) and node[1] in bag.typestore.fielddefs):
+                raise BagError(f"contract {feat.source}: features.{feat.key}: {path!r} goes into a non-message field")
+            msgtype = node[1]
+
+
+def _topic_stamp(bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, stamp: str) -> int:
+    if stamp == "header" and bag.info.topics[topic].has_header:
+        return bag.header_stamp_ns(raw, topic)
+    return receive_ns
+
+
+def _text_messages(bag: BagSource, topic: str, stamp: str) -> list[tuple[int, str]]:
+    """(stamp, text) of a marker/task topic (the `data` string when the type has one, else '')."""
+    info = bag.info.topics.get(topic)
+    if info is None:
+        raise BagError(f"bag {bag.path} has no topic {topic} (topics: {', '.join(sorted(bag.info.topics))})")
+    if not info.readable:
+        raise BagError(f"bag {bag.path}: topic {topic} cannot be decoded: {info.problem}")
+    out = []
+    for _, receive_ns, raw in bag.messages([topic]):
+        msg = bag.deserialize(raw, info.msgtype)
+        text = getattr(msg, "data", "")
+        out.append((_topic_stamp(bag, topic, receive_ns, raw, stamp), text if isinstance(text, str) else ""))
+    out.sort(key=lambda item: item[0])
+    return out
+
+
+def _task_for(start_ns: int, end_ns: int, tasks: Sequence[tuple[int, str]], fallback: str | None) -> str | None:
+    """The newest task message at or before the episode start, else the first inside it, else the fallback."""
+    before = [text for stamp, text in tasks if stamp <= start_ns and text]
+    if before:
+        return before[-1]
+    inside = [text for stamp, text in tasks if start_ns <= stamp < end_ns and text]
+    return inside[0] if inside else fallback
+
+
+def _plan(bag: BagSource, options: ConvertOptions) -> list[_Range]:
+    """Episode time ranges of the bag, with their task."""
+    contract = options.contract
+    tasks = _text_messages(bag, options.task_topic, options.stamp) if options.task_topic else []
+    lo, hi = -(2**62), 2**62
+    split = options.split
+    if split.kind == "one-per-bag":
+        bounds = [(lo, hi, "")]
+    elif split.kind == "marker":
+        assert split.topic is not None
+        markers = _text_messages(bag, split.topic, options.stamp)
+        if not markers:
+            raise BagError(f"bag {bag.path}: marker topic {split.topic} has no messages, so there is no episode")
+        stamps = [m[0] for m in markers] + [hi]
+        bounds = [(stamps[i], stamps[i + 1], markers[i][1]) for i in range(len(markers))]
+    else:
+        bounds = [(a, b, "") for a, b in _gap_ranges(bag, contract, options.stamp, split.gap_s)]
+    ranges = []
+    for start, end, marker_text in bounds:
+        task = options.task or marker_text or None
+        if options.task_topic:
+            task = _task_for(start, end, tasks, task)
+        if not task:
+            where = f"--task-topic {options.task_topic} has no message for it; " if options.task_topic else ""
+            raise BagError(f"bag {bag.path}: no task text for an episode: {where}pass --task TEXT")
+        ranges.append(_Range(start, end, task))
+    return ranges
+
+
+def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) -> list[tuple[int, int]]:
+    """Time ranges separated by gaps longer than `gap_s` in any feature topic (a stamps-only pass)."""
+    gap_ns = round(gap_s * NS)
+    last: dict[str, int] = {}
+    dead: list[tuple[int, int]] = []
+    first, final = 2**62, -(2**62)
+    for topic, receive_ns, raw in bag.messages(contract.topics):
+        t = _topic_stamp(bag, topic, receive_ns, raw, stamp)
+        prev = last.get(topic)
+        if prev is not None and t - prev > gap_ns:
+            dead.append((prev, t))
+        last[topic] = t if prev is None else max(prev, t)
+        first, final = min(first, t), max(final, t)
+    if not last:
+        return []
+    dead.sort()
+    ranges = []
+    start = first
+    for gap_start, gap_end in dead:
+        if gap_start >= start:
+            ranges.append((start, gap_start + 1))
+        start = max(start, gap_end)
+    ranges.append((start, final + 1))
+    return ranges
+
+
+class _FrameBuilder:
+    """Turns aligned picks into feature values (decoding each image once, even when it is held)."""
+
+    def __init__(self, bag: BagSource, contract: Contract) -> None:
+        self.bag = bag
+        self.features = contract.features
+        self._cache: dict[str, tuple[int, npt.NDArray[Any]]] = {}
+
+    def build(self, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
+        values: dict[str, npt.NDArray[Any]] = {}
+        for key, pick in frame.picks.items():
+            feat = self.features[key]
+            if not feat.is_image:
+                value = pick.sample.payload
+                if pick.after is not None:
+                    value = value + pick.alpha * (pick.after.payload - value)
+                values[key] = np.asarray(value, dtype=feat.dtype)
+                continue
+            cached = self._cache.get(key)
+            if cached is None or cached[0] != pick.sample.seq:
+                msg = self.bag.deserialize(pick.sample.payload, feat.type)
+                try:
+                    cached = (pick.sample.seq, feat.value(msg))
+                except MessageMismatchError as err:
+                    raise BagError(f"bag {self.bag.path}: {feat.topic}: {err}") from None
+                self._cache[key] = cached
+            values[key] = cached[1]
+        return values
+
+
+def bag_events(path: str | Path, options: ConvertOptions) -> Iterator[Event]:
+    """Convert one bag: yields FrameEvents, an EpisodeEvent after each episode, and a final BagEvent.
+
+    Problems found before any frame (missing topic, wrong type, missing field, no task) and problems part-way
+    (corrupt data, non-monotonic stamps, a message without a contract joint) end the stream with a BagEvent
+    carrying the error; the consumer discards the open episode, so nothing half-written is kept.
+    """
+    info: dict[str, Any] = {"bag": str(path)}
+    try:
+        with BagSource(path) as bag:
+            info.update(storage=bag.info.storage, compression=bag.info.compression, stamp=options.stamp)
+            info["warnings"] = bag.info.warnings
+            check_contract_against_bag(bag, options.contract, options.stamp)
+            ranges = _plan(bag, options)
+            clocks: dict[str, _ClockStats] = {}
+            yield from _stream(bag, options, ranges, clocks, info)
+            info["direct_storage_read"] = bag.info.direct_storage_read
+            info["warnings"] = bag.info.warnings + bag.count_warnings(options.contract.topics)
+    except (BagError, MessageMismatchError) as err:
+        yield BagEvent(str(path), info, error=str(err))
+        return
+    yield BagEvent(str(path), info)
+
+
+def _stream(
+    bag: BagSource, options: ConvertOptions, ranges: list[_Range], clocks: dict[str, _ClockStats], info: dict[str, Any]
+) -> Iterator[Event]:
+    contract = options.contract
+    by_topic: dict[str, list[FeatureContract]] = {}
+    for feat in contract.features.values():
+        by_topic.setdefault(feat.topic, []).append(feat)
+    starts = [r.start_ns for r in ranges]
+    tol = None if options.tolerance_s is None else round(options.tolerance_s * NS)
+    align_features = [
+        AlignFeature(
+            f.key,
+            max_age_ns=None if f.max_age_s is None else round(f.max_age_s * NS),
+            interpolate=not f.is_image,
+        )
+        for f in contract.features.values()
+    ]
+    builder = _FrameBuilder(bag, contract)
+    active = 0
+    outside = 0
+    seq: dict[str, int] = {}
+    started = [False] * len(ranges)
+
+    def aligner(i: int) -> Aligner:
+        rng = ranges[i]
+        if rng.aligner is None:
+            rng.aligner = Aligner(align_features, contract.fps, options.align, tol)
+        return rng.aligner
+
+    def emit(frames: Iterator[AlignedFrame], i: int) -> Iterator[Event]:
+        if i != active:
+            # A later episode lacks samples of a feature the current one still streams, so it cannot have a
+            # frame yet; its samples wait in its aligner.
+            if next(frames, None) is not None:
+                raise AssertionError("a later episode released frames before the current one finished")
+            return
+        for frame in frames:
+            if not started[i]:
+                started[i] = True
+                yield EpisodeStartEvent(ranges[i].task)
+            yield FrameEvent(builder.build(frame))
+
+    def close_active() -> Iterator[Event]:
+        nonlocal active
+        while active < len(ranges) and aligner(active).finished:
+            yield _episode_done(bag, ranges[active], aligner(active).report, clocks, options, info)
+            active += 1
+            if active < len(ranges):
+                yield from emit(aligner(active).poll(), active)
+
+    if not ranges:
+        return
+    for topic, receive_ns, raw in bag.messages(list(by_topic)):
+        t = _topic_stamp(bag, topic, receive_ns, raw, options.stamp)
+        if bag.info.topics[topic].has_header:
+            clocks.setdefault(topic, _ClockStats()).add(bag.header_stamp_ns(raw, topic), receive_ns)
+        seq[topic] = seq.get(topic, 0) + 1
+        idx = bisect.bisect_right(starts, t) - 1
+        if idx < 0 or t >= ranges[idx].end_ns or idx < active:
+            outside += 1
+            continue
+        payloads = _payloads(bag, by_topic[topic], raw, topic, seq[topic])
+        for feat in by_topic[topic]:
+            # This feature is done with every episode before the one its sample falls into.
+            for j in range(active, idx):
+                yield from emit(aligner(j).end(feat.key), j)
+            try:
+                yield from emit(aligner(idx).push(feat.key, t, payloads[feat.key]), idx)
+            except NonMonotonicStampError as err:
+                raise BagError(
+                    f"bag {bag.path}: {topic} message {seq[topic]}: stamps are not monotonic ({err}); "
+                    "use --stamp receive if the header stamps are unreliable"
+                ) from None
+        yield from close_active()
+    for i in range(active, len(ranges)):
+        yield from emit(aligner(i).finish(), i)
+    yield from close_active()
+    info["samples_outside_episodes"] = outside
+    info["clock"] = _clock_report(clocks, options.stamp)
+
+
+def _payloads(
+    bag: BagSource, feats: list[FeatureContract], raw: bytes | memoryview, topic: str, index: int
+) -> dict[str, Any]:
+    """Vectors are converted now (small); images keep their raw bytes until a frame needs them."""
+    out: dict[str, Any] = {}
+    msg = None
+    for feat in feats:
+        if feat.is_image:
+            out[feat.key] = bytes(raw) if isinstance(raw, memoryview) else raw
+            continue
+        if msg is None:
+            msg = bag.deserialize(raw, feat.type)
+        try:
+            out[feat.key] = feat.joint_units().apply(feat.raw_vector(msg))
+        except MessageMismatchError as err:
+            raise BagError(f"bag {bag.path}: {topic} message {index}: {err}") from None
+    return out
+
+
+def _clock_report(clocks: dict[str, _ClockStats], stamp: str) -> dict[str, Any]:
+    offsets = {topic: round(c.mean_s, 6) for topic, c in clocks.items()}
+    different = {t: o for t, o in offsets.items() if abs(o) > CLOCK_MISMATCH_S}
+    note = "header and receive stamps agree"
+    if different:
+        note = (
+            f"header stamps and receive (bag) stamps are on different clocks on {', '.join(sorted(different))} "
+            "(e.g. sim time vs wall clock); frames are placed by "
+            + ("header stamps" if stamp == "header" else "receive stamps")
+        )
+    return {"stamp": stamp, "receive_minus_header_s": offsets, "note": note}
+
+
+def _episode_done(
+    bag: BagSource,
+    rng: _Range,
+    report: SyncReport,
+    clocks: dict[str, _ClockStats],
+    options: ConvertOptions,
+    info: dict[str, Any],
+) -> EpisodeEvent:
+    clock = _clock_report(clocks, options.stamp)
+    body: dict[str, Any] = {"bag": str(bag.path), "task": rng.task, "clock": clock, **report.as_dict()}
+    if report.frames_kept == 0:
+        missing = [k for k, f in report.features.items() if f.samples == 0]
+        reason = (
+            f"no samples of {', '.join(missing)} in this episode"
+            if missing
+            else "no frame passed the max_age/tolerance checks"
+            if report.t0_ns is not None
+            else "the features never overlap in time"
+        )
+        offsets = list(clock["receive_minus_header_s"].values())
+        if options.stamp == "header" and offsets and max(offsets) - min(offsets) > CLOCK_MISMATCH_S:
+            reason += "; the topics' header stamps are on different clocks, try --stamp receive"
+        body["skipped"] = f"empty episode: {reason}"
+    return EpisodeEvent(str(bag.path), rng.task, report.frames_kept, body)
