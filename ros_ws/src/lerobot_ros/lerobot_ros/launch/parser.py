@@ -128,8 +128,9 @@ def _check_attributes(body: MarkedMap, schema: _Schema, location: Location, path
                 Location(path, body.line_of(key), location.tag),
                 f"unknown attribute {key!r} (allowed: {', '.join(sorted(allowed))}); {hint}",
             )
-    for key in sorted(schema.required - set(body)):
-        raise LaunchFileError(location, f"missing required attribute {key!r}; add '{key}: ...'")
+    missing = sorted(schema.required - set(body))
+    if missing:
+        raise LaunchFileError(location, f"missing required attribute {missing[0]!r}; add '{missing[0]}: ...'")
     for key, value in body.items():
         if key in schema.lists:
             if not isinstance(value, MarkedList) or not all(isinstance(v, MarkedMap) for v in value):

@@ -89,6 +89,8 @@ class ProcessSupervisor:
         self._respawn_due: list[tuple[float, ProcessDescription]] = []
         self._respawn_counts: dict[str, int] = {}
         self._shutting_down = False
+        self._signal_pending = False
+        self._screen_open = True
         self._exit_code = 0
 
     def say(self, source: str, message: str, level: str = "INFO") -> None:
@@ -97,8 +99,14 @@ class ProcessSupervisor:
 
     def _write(self, line: str) -> None:
         with self._out_lock:
-            self.out.write(line + "\n")
-            self.out.flush()
+            if not self._screen_open:
+                return
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except (BrokenPipeError, ValueError):
+                # The reader of our output went away (e.g. `| head`): keep running, keep logging to files.
+                self._screen_open = False
 
     def _relay(self, running: _Running, stream: IO[bytes], to_screen: bool) -> None:
         label = running.description.label
@@ -246,7 +254,8 @@ class ProcessSupervisor:
                 self._send(running, signal.SIGKILL)
 
     def _handle_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self._events.put(_Signalled(signum))
+        self._signal_pending = True
+        self._events.put(_Signalled(signum))  # SimpleQueue.put is safe in a signal handler
 
     def run(self, install_signal_handlers: bool = True) -> int:
         """Start every process and supervise until shutdown; returns the launcher's exit status."""
@@ -257,7 +266,7 @@ class ProcessSupervisor:
         try:
             self.say("launch", f"all log files can be found below {self.log_dir}")
             for description in self.processes:
-                if self._shutting_down:
+                if self._shutting_down or self._signal_pending:
                     break
                 self.start(description)
             self._loop()
