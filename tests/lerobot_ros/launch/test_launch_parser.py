@@ -362,3 +362,23 @@ def test_choices_are_enforced(write_launch, plan) -> None:
 def test_missing_launch_file(plan, tmp_path: Path) -> None:
     with pytest.raises(LaunchError, match="no such launch file"):
         plan(tmp_path / "nope.launch.yaml")
+
+
+def test_set_env_and_unset_env_are_scoped_by_groups(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - set_env: {name: MODE, value: sim}
+          - group:
+              - set_env: {name: MODE, value: real}
+              - unset_env: {name: HOME_DIR}
+              - node: {pkg: fakepkg, exec: fake_node, name: a, env: [{name: EXTRA, value: $(env MODE)}]}
+          - node: {pkg: fakepkg, exec: fake_node, name: b, args: $(env MODE) $(env HOME_DIR)}
+        """
+    )
+    a, b = plan(path, environ={"HOME_DIR": "/home/me"}).processes
+    assert dict(a.additional_env) == {"MODE": "real", "EXTRA": "real"}
+    assert a.unset_env == ("HOME_DIR",)
+    assert dict(b.additional_env) == {"MODE": "sim"}
+    assert b.unset_env == ()
+    assert b.command[1:] == ("sim", "/home/me")

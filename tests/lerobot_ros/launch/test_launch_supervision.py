@@ -168,3 +168,31 @@ def test_sigterm_to_the_launcher_is_a_clean_shutdown(
     assert launcher.wait(timeout=20) == 0
     assert "shutting down: SIGTERM received" in launcher.output()
     assert not alive(pid)
+
+
+def test_children_get_the_dds_environment_and_set_env_changes(
+    processes: ProcessGroup, write_launch, tmp_path: Path, ros_env: dict[str, str]
+) -> None:
+    path = write_launch(
+        """
+        launch:
+          - set_env: {name: MODE, value: fast}
+          - unset_env: {name: LAUNCH_TEST_VAR}
+          - executable:
+              name: env_probe
+              output: screen
+              cmd: >-
+                sh -c 'echo "MODE=$MODE VAR=${LAUNCH_TEST_VAR-unset} DOMAIN=$ROS_DOMAIN_ID
+                PROFILE=${FASTDDS_DEFAULT_PROFILES_FILE##*/} RMW=$RMW_IMPLEMENTATION"'
+        """
+    )
+    env = {k: v for k, v in ros_env.items() if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "RMW_IMPLEMENTATION")}
+    env["LAUNCH_TEST_VAR"] = "present"
+    launcher = processes.start(
+        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "log"), str(path)], name="launcher", env=env
+    )
+    assert launcher.wait(timeout=30) == 0
+    expected = (
+        f"[env_probe-1] MODE=fast VAR=unset DOMAIN={env['ROS_DOMAIN_ID']} PROFILE=fastdds_shm.xml RMW=rmw_fastrtps_cpp"
+    )
+    assert expected in launcher.output()

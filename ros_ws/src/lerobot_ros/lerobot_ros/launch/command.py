@@ -5,8 +5,8 @@
     lerobot-ros launch --print FILE [name:=value ...]                 (resolved processes, starts nothing)
     lerobot-ros launch --show-args FILE                               (declared arguments)
 
-Supported tags: arg, let, node, executable, include, group, push-ros-namespace; substitutions
-$(var), $(env), $(optenv), $(find-pkg-share), $(find-pkg-prefix), $(dirname), $(filename).
+Supported tags: arg, let, node, executable, include, group, push-ros-namespace, set_env, unset_env;
+substitutions $(var), $(env), $(optenv), $(find-pkg-share), $(find-pkg-prefix), $(dirname), $(filename).
 Ctrl-C stops every process (SIGINT, then SIGTERM, then SIGKILL); the exit status is 1 when a
 required process (on_exit: shutdown) failed, 2 for an error in the launch file or arguments.
 """
@@ -144,6 +144,8 @@ def _describe(process: ProcessDescription) -> list[str]:
             lines.append(f"  remap: {source_name} -> {target}")
     for key, value in process.additional_env.items():
         lines.append(f"  env: {key}={value}")
+    if process.unset_env:
+        lines.append(f"  unset env: {' '.join(process.unset_env)}")
     if process.cwd is not None:
         lines.append(f"  cwd: {process.cwd}")
     flags = [f"output: {process.output}"]

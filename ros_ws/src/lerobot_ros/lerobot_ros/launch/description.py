@@ -81,6 +81,7 @@ class ProcessDescription:
     location: Location
     node: NodeDetails | None = None
     additional_env: Mapping[str, str] = field(default_factory=dict)
+    unset_env: tuple[str, ...] = ()
     cwd: Path | None = None
     output: Output = "log"
     respawn: bool = False

@@ -6,7 +6,8 @@ order with the launch configurations of their scope, the way `ros2 launch` execu
 
 - `arg` sets its default only when the configuration is not already set (command line, includer);
 - `let` sets a configuration; `push-ros-namespace` prefixes the `ros_namespace` configuration;
-- `group` with `scoped` (the default) restores the configurations afterwards; `include` does not
+- `set_env` / `unset_env` change the environment of the processes after them (and of `$(env)`);
+- `group` with `scoped` (the default) restores configurations and environment afterwards; `include` does not
   (what an included file sets stays visible, as in launch);
 - `if` / `unless` take `true`/`false`/`1`/`0` after substitution.
 
@@ -86,6 +87,8 @@ _ACTIONS: dict[str, _Schema] = {
     "group": _Schema(frozenset({"scoped", "children"}), frozenset({"children"}), frozenset({"children"})),
     "push-ros-namespace": _Schema(frozenset({"namespace"}), frozenset({"namespace"})),
     "push_ros_namespace": _Schema(frozenset({"namespace"}), frozenset({"namespace"})),
+    "set_env": _Schema(frozenset({"name", "value"}), frozenset({"name", "value"})),
+    "unset_env": _Schema(frozenset({"name"}), frozenset({"name"})),
 }
 _SUB_ENTITIES: dict[tuple[str, str], _Schema] = {
     ("node", "remap"): _Schema(frozenset({"from", "to"}), frozenset({"from", "to"})),
@@ -317,7 +320,8 @@ class _Planner:
         self.package_share = package_share
         self.package_prefix = package_prefix
         self.find_executable = find_executable
-        self.environ = environ
+        self.environ = dict(environ)
+        self.env_changes: dict[str, str | None] = {}  # set_env / unset_env in effect (None: unset)
         self.cwd = cwd
         self.configurations: dict[str, str] = dict(cli_arguments)
         self.processes: list[ProcessDescription] = []
@@ -372,6 +376,14 @@ class _Planner:
                 namespace = self.sub(body["namespace"], location, path)
                 combined = make_namespace_absolute(prefix_namespace(self.configurations.get(ROS_NAMESPACE), namespace))
                 self.configurations[ROS_NAMESPACE] = _validate_namespace(combined or "/", location)
+            elif tag == "set_env":
+                name, value = self.sub(body["name"], location, path), self.sub(body["value"], location, path)
+                self.environ[name] = value
+                self.env_changes[name] = value
+            elif tag == "unset_env":
+                name = self.sub(body["name"], location, path)
+                self.environ.pop(name, None)
+                self.env_changes[name] = None
             elif tag == "group":
                 self.group(body, location, path, included_by)
             elif tag == "include":
@@ -421,12 +433,14 @@ class _Planner:
             else _parse_bool(self.sub(body["scoped"], location, path), location, "'scoped'")
         )
         saved = dict(self.configurations)
+        saved_environ, saved_changes = dict(self.environ), dict(self.env_changes)
         try:
             self.run_entities(children, path, included_by)
         finally:
             if scoped:
                 self.configurations.clear()
                 self.configurations.update(saved)
+                self.environ, self.env_changes = saved_environ, saved_changes
 
     def include(self, body: MarkedMap, location: Location, path: Path) -> None:
         text = self.sub(body["file"], location, path)
@@ -447,7 +461,8 @@ class _Planner:
     def process_common(self, body: MarkedMap, location: Location, path: Path) -> dict[str, Any]:
         common: dict[str, Any] = {}
         env = {self.sub(e["name"], location, path): self.sub(e["value"], location, path) for e in body.get("env", ())}
-        common["additional_env"] = env
+        common["additional_env"] = {**{k: v for k, v in self.env_changes.items() if v is not None}, **env}
+        common["unset_env"] = tuple(sorted(k for k, v in self.env_changes.items() if v is None and k not in env))
         if "cwd" in body:
             common["cwd"] = self.resolve_path(self.sub(body["cwd"], location, path))
         if "output" in body:

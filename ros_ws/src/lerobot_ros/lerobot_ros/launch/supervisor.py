@@ -138,7 +138,8 @@ class ProcessSupervisor:
         """Start one process; a failure to start is reported and counts as a failed exit."""
         self.write_params_files(description)
         argv = description.argv(self.params_dir)
-        env = {**self.base_env, "PYTHONUNBUFFERED": "1", **description.additional_env}
+        env = {k: v for k, v in self.base_env.items() if k not in description.unset_env}
+        env = {**env, "PYTHONUNBUFFERED": "1", **description.additional_env}
         try:
             popen = subprocess.Popen(
                 argv,
