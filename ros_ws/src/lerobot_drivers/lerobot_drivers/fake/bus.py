@@ -15,7 +15,7 @@ import tty
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from lerobot_drivers.fake.servo import Dynamics, Family, FakeServo
+from lerobot_drivers.fake.servo import Dynamics, FakeServo, Family
 from lerobot_drivers.motors.dynamixel import protocol as dxl_protocol
 from lerobot_drivers.motors.dynamixel import tables as dxl_tables
 from lerobot_drivers.motors.errors import CorruptReplyError

@@ -155,6 +155,20 @@ def validate_calibration(
         raise CalibrationError(f"{source} does not fit {robot_type}: " + "; ".join(problems))
 
 
+def check_calibration_location(path: str | Path, robot_type: str, kind: str) -> None:
+    """Reject a file kept in LeRobot's layout for another robot (`.../<kind>/<robot_type>/<id>.json`).
+
+    Files elsewhere are not judged by their location.
+    """
+    path = Path(path)
+    parent, grandparent = path.parent.name, path.parent.parent.name
+    if grandparent in ("robots", "teleoperators") and (parent, grandparent) != (robot_type, kind):
+        raise CalibrationError(
+            f"{path} is LeRobot's calibration of a {parent} ({grandparent}), not of a {robot_type} ({kind});"
+            f" use a file from .../calibration/{kind}/{robot_type}/ or run `lerobot-ros calibrate --robot {robot_type}`"
+        )
+
+
 def ticks_per_radian(resolution: int) -> float:
     """Encoder ticks per radian, with LeRobot's convention that a full turn spans `resolution - 1` ticks."""
     return (resolution - 1) / (2 * math.pi)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
+from rclpy.exceptions import ParameterUninitializedException
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -32,7 +34,7 @@ from trajectory_msgs.msg import JointTrajectory
 from lerobot_drivers.arms import get_arm
 from lerobot_drivers.arms.arm import Arm, make_bus
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
-from lerobot_drivers.motors.calibration import load_calibration
+from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
 
 JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -130,11 +132,15 @@ class ArmDriver(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
             self._configure_hardware()
-        except (MotorError, ValueError) as err:
+        except (MotorError, ValueError, OSError) as err:
             self.get_logger().error(f"configure failed: {err}")
             self._publish_fault(str(err))
             self._release(torque_off=False)
             return TransitionCallbackReturn.FAILURE
+        except Exception:
+            # rclpy turns an exception in a transition into a silent ERROR: say what happened first.
+            self.get_logger().error(f"configure failed:\n{traceback.format_exc()}")
+            raise
         return TransitionCallbackReturn.SUCCESS
 
     def _configure_hardware(self) -> None:
@@ -149,6 +155,7 @@ class ArmDriver(LifecycleNode):
                 f"(~/.cache/huggingface/lerobot/calibration/{spec.calibration_kind}/{spec.robot_type}/<id>.json)"
                 " or run `lerobot-ros calibrate`"
             )
+        check_calibration_location(calibration_path, spec.robot_type, spec.calibration_kind)
         calibration = load_calibration(calibration_path)
         bus = make_bus(spec, port, baudrate=self._param("baudrate") or None, timeout_s=self._param("bus_timeout"), retries=self._param("bus_retries"))
         arm = Arm(spec, bus, calibration)
@@ -192,10 +199,10 @@ class ArmDriver(LifecycleNode):
 
     def _narrow_limits(self, names: tuple[str, ...], lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         for which, values in (("lower", lower), ("upper", upper)):
-            param = self.get_parameter(f"joint_limits_{which}")
-            if param.type_ == Parameter.Type.NOT_SET:
+            try:
+                given = list(self.get_parameter(f"joint_limits_{which}").value)
+            except ParameterUninitializedException:
                 continue
-            given = list(param.value)
             if len(given) != len(names):
                 raise ValueError(f"joint_limits_{which} needs {len(names)} values ({', '.join(names)}), got {len(given)}")
             values[:] = np.maximum(values, given) if which == "lower" else np.minimum(values, given)

@@ -6,6 +6,7 @@ Sync reads use the SDK's SYNC READ transmit and per-id receive so that each moto
 
 from __future__ import annotations
 
+import termios
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -63,7 +64,7 @@ class DynamixelBus(MotorBus):
         if self._port_handler is not None:
             try:
                 self._port_handler.closePort()
-            except (serial.SerialException, OSError):
+            except (serial.SerialException, OSError, termios.error):
                 pass  # the device is gone already; nothing left to release
             self._port_handler = None
 
@@ -74,7 +75,7 @@ class DynamixelBus(MotorBus):
                 self._port_handler.baudrate = baudrate
                 self._port_handler.ser.baudrate = baudrate
                 self._port_handler.tx_time_per_byte = (1000.0 / baudrate) * 10.0
-            except (serial.SerialException, OSError) as err:
+            except (serial.SerialException, OSError, termios.error) as err:
                 raise DisconnectedError(f"{self.port}: cannot set {baudrate} baud: {err}") from None
 
     def describe_status(self, error: int) -> str:
@@ -88,7 +89,7 @@ class DynamixelBus(MotorBus):
     def _call(self, what: str, function: Any, *args: Any) -> Any:
         try:
             return function(self._handler(), *args)
-        except (serial.SerialException, OSError) as err:
+        except (serial.SerialException, OSError, termios.error) as err:
             raise DisconnectedError(f"{self.port}: {what} failed ({err}); is the adapter still plugged in?") from None
 
     def _check(self, result: int, what: str, motor_ids: tuple[int, ...] = ()) -> None:
@@ -120,7 +121,7 @@ class DynamixelBus(MotorBus):
 
     def _sync_read(self, motor_ids: Sequence[int], address: int, length: int) -> dict[int, Reply]:
         ids = list(motor_ids)
-        self._handler().clearPort()
+        self._call("sync read", lambda handler: handler.ser.reset_input_buffer())  # drop late replies
         result = self._call("sync read", self._packets.syncReadTx, address, length, ids, len(ids), False)
         self._check(result, "sync read request")
         replies = {}

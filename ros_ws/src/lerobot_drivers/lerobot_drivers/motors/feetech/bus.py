@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import termios
 import time
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
@@ -54,7 +55,7 @@ class FeetechBus(MotorBus):
         if self._serial is not None:
             try:
                 self._serial.close()
-            except (serial.SerialException, OSError):
+            except (serial.SerialException, OSError, termios.error):
                 pass  # the device is gone already; nothing left to release
             self._serial = None
 
@@ -63,7 +64,7 @@ class FeetechBus(MotorBus):
         if self._serial is not None:
             try:
                 self._serial.baudrate = baudrate
-            except (serial.SerialException, OSError) as err:
+            except (serial.SerialException, OSError, termios.error) as err:
                 raise DisconnectedError(f"{self.port}: cannot set {baudrate} baud: {err}") from None
 
     def describe_status(self, error: int) -> str:
@@ -82,7 +83,7 @@ class FeetechBus(MotorBus):
         try:
             port.reset_input_buffer()
             port.write(packet)
-        except (serial.SerialException, OSError) as err:
+        except (serial.SerialException, OSError, termios.error) as err:
             raise DisconnectedError(f"{self.port}: write failed ({err}); is the adapter still plugged in?") from None
 
     def _receive(self, expected: Sequence[int], data_length: int, sent: int) -> dict[int, Reply]:
@@ -103,7 +104,7 @@ class FeetechBus(MotorBus):
             port.timeout = remaining
             try:
                 chunk = port.read(max(1, total - received))
-            except (serial.SerialException, OSError) as err:
+            except (serial.SerialException, OSError, termios.error) as err:
                 raise DisconnectedError(f"{self.port}: read failed ({err}); is the adapter still plugged in?") from None
             received += len(chunk)
             for item in decoder.feed(chunk):
