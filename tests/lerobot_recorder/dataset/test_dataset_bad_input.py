@@ -50,10 +50,10 @@ def test_wrong_value_is_rejected_with_the_key(writer: DatasetWriter, key: str, v
 
 def test_unknown_and_missing_features(writer: DatasetWriter) -> None:
     frame = make_frame(writer.features, 0, 0, 1)
-    with pytest.raises(FeatureError, match="unknown feature.*'gripper.force'"):
+    with pytest.raises(FeatureError, match=r"unknown feature.*'gripper\.force'"):
         writer.add_frame({**frame, "gripper.force": 1.0})
     del frame["action"]
-    with pytest.raises(FeatureError, match="lacks feature.*'action'"):
+    with pytest.raises(FeatureError, match=r"lacks feature.*'action'"):
         writer.add_frame(frame)
     writer.close()
 
@@ -130,7 +130,7 @@ def test_root_holding_a_different_schema(tmp_path: Path) -> None:
 
 
 def test_open_errors(tmp_path: Path) -> None:
-    with pytest.raises(DatasetNotFoundError, match="info.json"):
+    with pytest.raises(DatasetNotFoundError, match=r"info\.json"):
         DatasetWriter.open(tmp_path)
     root = tmp_path / "ds"
     writer = create(root)

@@ -265,30 +265,44 @@ class VideoDecoder:
     def frame_at(self, path: Path, time_s: float) -> npt.NDArray[np.uint8]:
         """The (H, W, 3) uint8 RGB frame whose timestamp is within tolerance of `time_s`."""
         video = self._get(path)
-        # Sequential reads continue decoding; anything else seeks to the keyframe before.
-        if not (video.next_frames is not None and video.last_time < time_s <= video.last_time + 1.0):
-            target = round(time_s / video.time_base)
+        # Reads a little ahead of the last decoded frame continue decoding; anything else seeks.
+        ahead = video.next_frames is not None and video.last_time + self.tolerance_s < time_s <= video.last_time + 1.0
+        if ahead:
+            frame = self._decode_until(video, time_s)
+            if frame is not None:
+                return frame
+        target = round(time_s / video.time_base)
+        try:
             video.container.seek(target, stream=video.stream, backward=True, any_frame=False)
-            video.next_frames = video.container.decode(video.stream)
-            video.last_time = -1.0
+        except av.FFmpegError as err:
+            raise DecoderError(f"{path}: cannot seek to {time_s:.6f} s: {err}") from None
+        video.next_frames = video.container.decode(video.stream)
+        video.last_time = -1.0
+        frame = self._decode_until(video, time_s)
+        if frame is None:
+            raise DecoderError(
+                f"{path}: no frame at {time_s:.6f} s (nearest decoded {video.last_time:.6f} s); "
+                "timestamps and video frames disagree"
+            )
+        return frame
+
+    def _decode_until(self, video: _OpenVideo, time_s: float) -> npt.NDArray[np.uint8] | None:
+        """Decode forward to the frame at `time_s`; None when the stream passes it or ends first."""
         try:
             for frame in video.next_frames:
                 t = float(frame.pts * video.time_base)
                 video.last_time = t
                 if t < time_s - self.tolerance_s:
                     continue
-                if abs(t - time_s) > self.tolerance_s:
-                    raise DecoderError(
-                        f"{path}: no frame at {time_s:.6f} s (nearest decoded {t:.6f} s); "
-                        "timestamps and video frames disagree"
-                    )
+                if t > time_s + self.tolerance_s:
+                    return None
                 result: npt.NDArray[np.uint8] = frame.to_ndarray(format="rgb24")
                 return result
         except av.FFmpegError as err:
             video.next_frames = None
-            raise DecoderError(f"{path}: decoding failed near {time_s:.6f} s: {err}") from None
+            raise DecoderError(f"decoding failed near {time_s:.6f} s: {err}") from None
         video.next_frames = None
-        raise DecoderError(f"{path}: no frame at {time_s:.6f} s (the video ends before it)")
+        return None
 
     def close(self) -> None:
         for video in self._open.values():

@@ -667,7 +667,7 @@ class DatasetWriter:
                 ep_ref = ep_ref.next(chunks_size)
         row["meta/episodes/chunk_index"] = ep_ref.chunk
         row["meta/episodes/file_index"] = ep_ref.file
-        episodes_table = _episodes_table([*kept, row])
+        episodes_table = _episodes_table([*kept, _canonical_order(row)])
         pq.write_table(episodes_table, commit.temp_for(ep_ref.fmt(EPISODES_PATH)))
 
         if len(tasks) != len(meta.tasks):
@@ -689,6 +689,16 @@ class DatasetWriter:
         meta.tasks = tasks
         meta.episodes.append(episodes_table.slice(episodes_table.num_rows - 1).to_pylist()[0])
         meta.stats = dataset_stats
+
+
+def _canonical_order(row: dict[str, Any]) -> dict[str, Any]:
+    """Episode-table columns in LeRobot's order, so rows of both writers share one schema."""
+    head = ["episode_index", "tasks", "length", "data/chunk_index", "data/file_index"]
+    head += ["dataset_from_index", "dataset_to_index"]
+    ordered = {key: row[key] for key in head}
+    for prefix in ("videos/", "stats/", "meta/"):
+        ordered.update({key: value for key, value in row.items() if key.startswith(prefix)})
+    return ordered
 
 
 def _episodes_table(rows: list[dict[str, Any]]) -> pa.Table:
