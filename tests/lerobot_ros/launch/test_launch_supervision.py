@@ -157,16 +157,17 @@ def test_respawn_with_delay_and_retry_limit(
     assert output.rstrip().endswith("[INFO] [launch]: all processes have exited")
 
 
-def test_sigterm_to_the_launcher_is_a_clean_shutdown(
-    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_the_launcher_is_a_clean_shutdown(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
     path = write_launch(f'launch:\n  - executable: {{cmd: "{child_cmd}", name: worker, output: screen}}\n')
     launcher = start_launcher(processes, path, tmp_path)
     launcher.wait_for_output(r"^\[worker-1\] ready$")
     pid = started_pids(launcher)["worker-1"]
-    launcher.send_signal(signal.SIGTERM)
+    launcher.send_signal(sig)
     assert launcher.wait(timeout=20) == 0
-    assert "shutting down: SIGTERM received" in launcher.output()
+    assert f"shutting down: {sig.name} received" in launcher.output()
     assert not alive(pid)
 
 

@@ -6,7 +6,7 @@ each process group, SIGTERM after `sigterm_timeout`, SIGKILL after a further `si
 Output lines are printed as `[label] line` (stdout and stderr for `output: screen`/`both`, only
 stderr for `log`) and written to `<log_dir>/<label>.log`.
 
-`run()` returns 0 after a clean shutdown (Ctrl-C, SIGTERM, or every process done) and 1 when a
+`run()` returns 0 after a clean shutdown (Ctrl-C, SIGTERM, SIGHUP, or every process done) and 1 when a
 required process (`on_exit: shutdown`) exited with a non-zero status.
 """
 
@@ -262,7 +262,8 @@ class ProcessSupervisor:
         """Start every process and supervise until shutdown; returns the launcher's exit status."""
         previous: dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            # SIGHUP too: a closed terminal must not leave the children (in their own sessions) running.
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 previous[sig] = signal.signal(sig, self._handle_signal)
         try:
             self.say("launch", f"all log files can be found below {self.log_dir}")
