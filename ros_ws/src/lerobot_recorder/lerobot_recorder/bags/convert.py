@@ -146,10 +146,38 @@ def _check_field_path(bag: BagSource, feat: FeatureContract, path: str) -> None:
                 f"({msgtype} fields: {', '.join(fields)}); fix `field` in the contract"
             )
         node = fields[part]
+        if i + 1 == len(parts) and path == feat.field and not _is_numeric(node):
+            raise BagError(
+                f"contract {feat.source}: features.{feat.key}: field {path!r} of {feat.type} is not numeric "
+                f"({_describe(node)}); vector features need numbers or arrays of numbers"
+            )
         if i + 1 < len(parts):
             if not (isinstance(node[1], str) and node[1] in bag.typestore.fielddefs):
                 raise BagError(f"contract {feat.source}: features.{feat.key}: {path!r} goes into a non-message field")
             msgtype = node[1]
+
+
+NUMERIC = {"bool", "byte", "char", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+NUMERIC |= {"float32", "float64"}
+
+
+def _is_numeric(node: Any) -> bool:
+    """True for a rosbags field descriptor of a number or an array/sequence of numbers."""
+    kind, detail = node[0].name, node[1]
+    if kind == "BASE":
+        return bool(detail[0] in NUMERIC)
+    if kind in ("ARRAY", "SEQUENCE"):
+        return _is_numeric(detail[0])
+    return False
+
+
+def _describe(node: Any) -> str:
+    kind, detail = node[0].name, node[1]
+    if kind == "BASE":
+        return str(detail[0])
+    if kind == "NAME":
+        return str(detail)
+    return f"{kind.lower()} of {_describe(detail[0])}"
 
 
 def _topic_stamp(bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, stamp: str) -> int:

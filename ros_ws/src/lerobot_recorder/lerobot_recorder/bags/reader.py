@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rosbags.interfaces import Connection, MessageDefinitionFormat
-from rosbags.rosbag2 import Reader, ReaderError
+from rosbags.rosbag2 import Reader
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 
@@ -76,10 +76,11 @@ class BagSource:
             self._reader.open()
         except FileNotFoundError as err:
             raise BagError(f"bag {self.path}: {err}") from None
-        except ReaderError as err:
-            raise BagError(f"bag {self.path} cannot be opened (truncated or corrupt?): {err}") from None
-        except OSError as err:
+        except PermissionError as err:
             raise BagError(f"bag {self.path} cannot be read: {err}") from None
+        except Exception as err:
+            # As in `messages`: a damaged file fails in whichever parser step meets the damage.
+            raise BagError(f"bag {self.path} cannot be opened (truncated or corrupt?): {err}") from None
         storage = type(self._reader.storage).__name__
         kind = {"McapReader": "mcap", "Sqlite3Reader": "sqlite3"}.get(storage, "")
         storages = self._storages()
@@ -198,13 +199,12 @@ class BagSource:
                     yield conn.topic, stamp, raw
             else:
                 yield from self._direct_messages(topics)
-        except (ReaderError, OSError) as err:
-            raise BagError(f"bag {self.path} is truncated or corrupt: {err}") from None
-        except Exception as err:
-            # sqlite3 (apsw) and zstd raise their own exception types on corrupt data.
-            if type(err).__module__.split(".")[0] in ("apsw", "sqlite3", "zstd", "backports", "compression"):
-                raise BagError(f"bag {self.path} is truncated or corrupt: {type(err).__name__}: {err}") from None
+        except BagError:
             raise
+        except Exception as err:
+            # Corrupt storage surfaces as whatever the parser trips on (ReaderError, OverflowError, struct.error,
+            # apsw/zstd errors, ...); all of them mean the same thing to the user.
+            raise BagError(f"bag {self.path} is truncated or corrupt: {type(err).__name__}: {err}") from None
 
     def _direct_messages(self, topics: Collection[str]) -> Iterator[tuple[str, int, bytes | memoryview]]:
         per_message = self._reader.compression_mode == "message"

@@ -22,6 +22,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 from rosbags.typesys import Stores, get_typestore
 
+from lerobot_recorder.contract import Contract
+
 NS = 1_000_000_000
 SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 STATE_TOPIC = "/follower/joint_states"
@@ -181,3 +183,50 @@ def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec = SyntheticBagS
                 conn = conns[topic] = writer.add_connection(topic, msg.__msgtype__, typestore=ts)
             writer.write(conn, recv, ts.serialize_cdr(msg, msg.__msgtype__))
     return path
+
+
+def contract_for(
+    spec: SyntheticBagSpec,
+    *,
+    camera_dtype: str = "image",
+    fps: int = 30,
+    stamp: str = "header",
+    max_age_s: float | None = 0.1,
+    extra: dict[str, Any] | None = None,
+) -> Contract:
+    """A contract for a synthetic bag: SO-101 joints (deg, gripper 0..100) and its cameras as `camera_dtype`."""
+    age = {} if max_age_s is None else {"max_age_s": max_age_s}
+    joint = {
+        "type": "sensor_msgs/msg/JointState",
+        "field": "position",
+        "joints": list(SO101_JOINTS),
+        "names": [f"{j}.pos" for j in SO101_JOINTS],
+        "units": "so101",
+        **age,
+    }
+    features: dict[str, Any] = {"observation.state": {"topic": "/follower/joint_states", **joint}}
+    if spec.commands:
+        features["action"] = {"topic": "/follower/joint_commands", **joint}
+    for name in spec.cameras:
+        compressed = name in spec.compressed
+        features[f"observation.images.{name}"] = {
+            "topic": camera_topic(name, compressed),
+            "type": "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image",
+            "shape": [spec.height, spec.width] if camera_dtype == "depth" else [spec.height, spec.width, 3],
+            "dtype": camera_dtype,
+            **age,
+        }
+    features.update(extra or {})
+    return Contract.from_dict(
+        {
+            "robot_type": "so101_follower",
+            "fps": fps,
+            "stamp": stamp,
+            "units": {
+                "gripper": {"kind": "range", "in": [-0.6, 0.6], "out": [0, 100]},
+                "so101": {"kind": "per_joint", "default": "rad_to_deg", "joints": {"gripper": "gripper"}},
+            },
+            "features": features,
+        },
+        source="<test contract>",
+    )

@@ -198,7 +198,13 @@ class FeatureContract:
     def raw_vector(self, msg: Any) -> npt.NDArray[np.float64]:
         """The selected values of `msg` in ROS units, in contract order (float64)."""
         assert self.field is not None
-        values = np.asarray(read_field(msg, self.field), dtype=np.float64).reshape(-1)
+        raw = read_field(msg, self.field)
+        try:
+            values = np.asarray(raw, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise MessageMismatchError(
+                f"{self.key}: field {self.field!r} of {self.topic} holds {type(raw).__name__}, not numbers"
+            ) from None
         if self.joints is None:
             if values.size != self.size:
                 raise MessageMismatchError(

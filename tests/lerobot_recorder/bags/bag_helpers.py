@@ -1,0 +1,39 @@
+"""Helpers for the bag converter tests and benchmarks: contracts for synthetic bags, a conversion shortcut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
+from lerobot_recorder.bags.pipeline import ConversionResult, convert_bags
+from lerobot_recorder.bags.synthetic import SyntheticBagSpec
+from lerobot_recorder.contract import Contract
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+FIXTURE_BAGS = REPO_ROOT.parent / "shared" / "fixtures" / "bags"
+
+
+SMALL = SyntheticBagSpec(duration_s=1.0, height=24, width=32)
+
+
+def convert(
+    bags: list[Path],
+    contract: Contract,
+    root: Path,
+    *,
+    task: str | None = "pick the cube",
+    split: str = "one-per-bag",
+    jobs: int = 1,
+    append: bool = False,
+    **options: Any,
+) -> ConversionResult:
+    """convert_bags with test defaults (h264 for speed)."""
+    opts = ConvertOptions(
+        contract=contract,
+        stamp=options.pop("stamp", contract.stamp),
+        task=task,
+        split=SplitRule.parse(split),
+        **options,
+    )
+    return convert_bags(bags, opts, root=root, repo_id="test/bags", append=append, codec="h264", jobs=jobs)
