@@ -9,16 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_helpers import alive, start_launcher, started_pids
 from std_msgs.msg import String
 
-from lerobot_ros.testing import (
-    ManagedProcess,
-    ProcessGroup,
-    venv_script,
-    wait_for_messages,
-    wait_for_node,
-    wait_for_topic,
-)
+from lerobot_ros.testing import ProcessGroup, wait_for_messages, wait_for_node, wait_for_topic
 
 pytestmark = pytest.mark.ros
 
@@ -58,25 +52,6 @@ launch:
 """
 
 
-def start_launcher(processes: ProcessGroup, launch_file: Path, tmp_path: Path, *arguments: str) -> ManagedProcess:
-    return processes.start(
-        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "log"), str(launch_file), *arguments],
-        name="launcher",
-    )
-
-
-def started_pids(launcher: ManagedProcess) -> list[int]:
-    return [int(pid) for pid in re.findall(r"process started with pid \[(\d+)\]", launcher.output())]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_namespaces_remaps_params_and_include_produce_the_expected_graph(
     processes: ProcessGroup, ros_node, tmp_path: Path
 ) -> None:
@@ -104,7 +79,7 @@ def test_namespaces_remaps_params_and_include_produce_the_expected_graph(
         r"^\[demo_talker-1\] .*\[fleet\.left\.talker_a\]: publishing on /fleet/left/left_chatter at 10\.0 Hz"
     )
 
-    pids = started_pids(launcher)
+    pids = [pid for label_pids in started_pids(launcher).values() for pid in label_pids]
     assert len(pids) == 2
     launcher.send_signal(signal.SIGINT)
     assert launcher.wait(timeout=30) == 0
@@ -127,15 +102,15 @@ launch:
     )
     launcher = start_launcher(processes, tmp_path / "phoenix.launch.yaml", tmp_path)
     wait_for_messages(ros_node, String, "/chatter", timeout=30)
-    (first_pid,) = started_pids(launcher)
+    (first_pid,) = started_pids(launcher)["demo_talker-1"]
 
     os.kill(first_pid, signal.SIGKILL)
     launcher.wait_for_output(r"\[ERROR\] \[demo_talker-1\]: process has died \[pid \d+, exit code -9")
     launcher.wait_for_output(r"\[INFO\] \[demo_talker-1\]: respawning in 0\.5 s")
     deadline = time.monotonic() + 10
-    while len(started_pids(launcher)) < 2 and time.monotonic() < deadline:
+    while len(started_pids(launcher)["demo_talker-1"]) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    pids = started_pids(launcher)
+    pids = started_pids(launcher)["demo_talker-1"]
     assert len(pids) == 2 and pids[1] != first_pid
     messages = wait_for_messages(ros_node, String, "/chatter", count=2, timeout=30)
     assert all(m.data.startswith("alive ") for m in messages)

@@ -5,7 +5,6 @@ The children here are small Python programs (no ROS graph); `test_launch_graph.p
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sys
@@ -14,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from launch_helpers import alive, start_launcher, started_pids
 
-from lerobot_ros.testing import ManagedProcess, ProcessGroup, venv_script
+from lerobot_ros.testing import ProcessGroup, venv_script
 
 CHILD = textwrap.dedent(
     """
@@ -42,28 +42,6 @@ def child_cmd(tmp_path: Path) -> str:
     return f"{sys.executable} {script}"
 
 
-def start_launcher(processes: ProcessGroup, launch_file: Path, tmp_path: Path, *extra: str) -> ManagedProcess:
-    return processes.start(
-        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "log"), *extra, str(launch_file)],
-        name="launcher",
-    )
-
-
-def started_pids(launcher: ManagedProcess) -> dict[str, int]:
-    return {
-        m[0]: int(m[1])
-        for m in re.findall(r"\[INFO\] \[([\w.-]+)\]: process started with pid \[(\d+)\]", launcher.output())
-    }
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_sigint_stops_every_child_escalating_to_sigterm_and_sigkill(
     processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
 ) -> None:
@@ -79,7 +57,7 @@ def test_sigint_stops_every_child_escalating_to_sigterm_and_sigkill(
     launcher.wait_for_output(r"^\[polite-1\] ready$")
     launcher.wait_for_output(r"^\[deaf_to_int-2\] ready$")
     launcher.wait_for_output(r"^\[deaf-3\] to stderr$")  # output: log still shows stderr
-    pids = started_pids(launcher)
+    pids = {label: pid for label, (pid,) in started_pids(launcher).items()}
     assert set(pids) == {"polite-1", "deaf_to_int-2", "deaf-3"}
     assert "[deaf-3] ready" not in launcher.output()  # its stdout only goes to the log file
     log = tmp_path / "log" / "deaf-3.log"
@@ -115,7 +93,7 @@ def test_failing_required_process_stops_the_others_and_fails_the_launch(
         r"\[ERROR\] \[critical-2\]: process has died \[pid \d+, exit code 3, cmd '.*child.py '' 3 0.5'\]", output
     )
     assert "shutting down: required process critical-2 exited with 3 (on_exit: shutdown)" in output
-    assert not alive(started_pids(launcher)["bystander-1"])
+    assert not alive(started_pids(launcher)["bystander-1"][0])
 
 
 def test_required_process_exiting_cleanly_shuts_down_with_status_0(
@@ -151,7 +129,7 @@ def test_respawn_with_delay_and_retry_limit(
     launcher = start_launcher(processes, path, tmp_path)
     assert launcher.wait(timeout=30) == 0
     output = launcher.output()
-    assert len(re.findall(r"\[INFO\] \[flaky-1\]: process started with pid", output)) == 3
+    assert len(started_pids(launcher)["flaky-1"]) == 3
     assert output.count("[INFO] [flaky-1]: respawning in 0.2 s") == 2
     assert output.count("[flaky-1] ready") == 3
     assert output.rstrip().endswith("[INFO] [launch]: all processes have exited")
@@ -164,7 +142,7 @@ def test_sigterm_or_sighup_to_the_launcher_is_a_clean_shutdown(
     path = write_launch(f'launch:\n  - executable: {{cmd: "{child_cmd}", name: worker, output: screen}}\n')
     launcher = start_launcher(processes, path, tmp_path)
     launcher.wait_for_output(r"^\[worker-1\] ready$")
-    pid = started_pids(launcher)["worker-1"]
+    (pid,) = started_pids(launcher)["worker-1"]
     launcher.send_signal(sig)
     assert launcher.wait(timeout=20) == 0
     assert f"shutting down: {sig.name} received" in launcher.output()
@@ -197,3 +175,24 @@ def test_children_get_the_dds_environment_and_set_env_changes(
         f"[env_probe-1] MODE=fast VAR=unset DOMAIN={env['ROS_DOMAIN_ID']} PROFILE=fastdds_shm.xml RMW=rmw_fastrtps_cpp"
     )
     assert expected in launcher.output()
+
+
+def test_grandchildren_are_stopped_with_their_process_group(
+    processes: ProcessGroup, write_launch, tmp_path: Path
+) -> None:
+    # A background job of a non-interactive shell ignores SIGINT; it must still be gone afterwards.
+    path = write_launch(
+        """
+        launch:
+          - executable: {cmd: "sh -c 'sleep 600 & echo grandchild $! ; wait'", name: parent, output: screen}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    grandchild = int(launcher.wait_for_output(r"^\[parent-1\] grandchild (\d+)$").group(1))
+    assert alive(grandchild)
+    launcher.send_signal(signal.SIGINT)
+    assert launcher.wait(timeout=20) == 0
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)  # killed, but reaped by init asynchronously
+    assert not alive(grandchild)
