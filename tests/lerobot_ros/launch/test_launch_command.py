@@ -96,3 +96,11 @@ def test_real_process_exits_2_on_a_bad_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(f"lerobot-ros launch: error: {path}:3: YAML:")
     assert result.stderr.count("\n") == 1
+
+
+def test_show_args_names_the_file_of_included_arguments(capsys: pytest.CaptureFixture[str], write_launch) -> None:
+    child = write_launch("launch:\n  - arg: {name: depth, default: '3'}\n", "child.launch.yaml")
+    path = write_launch("launch:\n  - include: {file: $(dirname)/child.launch.yaml}\n")
+    code, out, _ = _run(capsys, "--show-args", str(path))
+    assert code == 0
+    assert f"    'depth':\n        no description given\n        (declared in {child})\n        (default: '3')" in out

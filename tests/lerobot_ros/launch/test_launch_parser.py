@@ -382,3 +382,24 @@ def test_set_env_and_unset_env_are_scoped_by_groups(write_launch, plan) -> None:
     assert dict(b.additional_env) == {"MODE": "sim"}
     assert b.unset_env == ()
     assert b.command[1:] == ("sim", "/home/me")
+
+
+def test_declared_arguments_follow_includes_when_their_path_resolves(write_launch, index, tmp_path: Path) -> None:
+    write_launch(
+        "launch:\n  - arg: {name: robot}\n  - arg: {name: rate, default: '1', description: child rate}\n",
+        "child.launch.yaml",
+    )
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: child, default: child}
+          - include: {file: "$(dirname)/$(var child).launch.yaml", arg: [{name: robot, value: x}]}
+          - include: {file: "$(var undefined)/other.launch.yaml"}
+        """
+    )
+    arguments = declared_arguments(path, package_share=index.package_share, package_prefix=index.package_prefix)
+    assert [(a.name, a.location.path.name) for a in arguments] == [
+        ("child", "test.launch.yaml"),
+        ("rate", "child.launch.yaml"),
+    ]
+    assert [a.name for a in declared_arguments(path)] == ["child"]  # without a package index: this file only

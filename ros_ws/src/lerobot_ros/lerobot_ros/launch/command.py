@@ -98,7 +98,7 @@ def default_log_dir(environ: os._Environ[str] | dict[str, str]) -> Path:
     return base.expanduser() / f"{stamp}-{socket.gethostname()}-{os.getpid()}"
 
 
-def format_arguments(arguments: list[DeclaredArgument], out: TextIO) -> None:
+def format_arguments(arguments: list[DeclaredArgument], launch_file: Path, out: TextIO) -> None:
     """`--show-args`: one block per declared argument, like `ros2 launch --show-args`."""
     if not arguments:
         out.write("This launch file declares no arguments.\n")
@@ -107,6 +107,8 @@ def format_arguments(arguments: list[DeclaredArgument], out: TextIO) -> None:
     for argument in arguments:
         out.write(f"\n    '{argument.name}':\n")
         out.write(f"        {argument.description or 'no description given'}\n")
+        if argument.location.path != launch_file:
+            out.write(f"        (declared in {argument.location.path})\n")
         if argument.choices:
             out.write(f"        Valid choices are: {', '.join(argument.choices)}\n")
         if argument.default is None:
@@ -178,7 +180,10 @@ def _run(args: argparse.Namespace) -> int:
     launch_file, arguments = _locate(args.target, list(args.arguments), index)
     try:
         if args.show_args:
-            format_arguments(declared_arguments(launch_file), sys.stdout)
+            arguments_found = declared_arguments(
+                launch_file, package_share=index.package_share, package_prefix=index.package_prefix
+            )
+            format_arguments(arguments_found, launch_file.resolve(), sys.stdout)
             return 0
         plan = plan_launch(
             launch_file,

@@ -39,7 +39,7 @@ from lerobot_ros.launch.description import (
     ParameterValue,
     ProcessDescription,
 )
-from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location
+from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location, SubstitutionError
 from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap, YamlSyntaxError, load_marked_yaml
 from lerobot_ros.launch.substitutions import SubstitutionContext, split_command_line, substitute
 
@@ -712,25 +712,81 @@ def plan_launch(
     )
 
 
-def declared_arguments(launch_file: Path) -> list[DeclaredArgument]:
-    """The `arg`s written in `launch_file` (groups included, whatever their conditions), without evaluating it."""
+def declared_arguments(
+    launch_file: Path,
+    *,
+    package_share: Callable[[str], Path] | None = None,
+    package_prefix: Callable[[str], Path] | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> list[DeclaredArgument]:
+    """The `arg`s a user can pass to `launch_file`, without running it.
+
+    Every `arg` of the file counts, whatever the conditions around it. With `package_share` given,
+    included files are followed too when their path evaluates with the defaults known at that point
+    (best effort, like `ros2 launch --show-args`); arguments an include sets itself are left out.
+    """
     result: list[DeclaredArgument] = []
+    visited: set[Path] = set()
+    env = dict(os.environ) if environ is None else environ
+    base = Path.cwd() if cwd is None else cwd
 
-    def visit(entities: MarkedList) -> None:
-        for index, item in enumerate(entities):
-            tag, body, line = _entity_of(item, entities, index, launch_file)
-            if tag == "arg":
-                result.append(
-                    DeclaredArgument(
-                        name=_scalar_text(body["name"]),
-                        default=None if "default" not in body else _scalar_text(body["default"]),
-                        description=_scalar_text(body.get("description", "")),
-                        choices=tuple(_scalar_text(c["value"]) for c in body.get("choice", ())) or None,
-                        location=Location(launch_file, line, tag),
-                    )
-                )
-            elif tag == "group":
-                visit(body if isinstance(body, MarkedList) else body["children"])
+    def no_package(package: str) -> Path:
+        raise SubstitutionError(f"cannot look up package {package!r} here")
 
-    visit(read_launch_file(launch_file.resolve()))
+    def evaluate(text: Any, configurations: dict[str, str], path: Path) -> str | None:
+        context = SubstitutionContext(
+            configurations, env, path, package_share or no_package, package_prefix or no_package
+        )
+        try:
+            return substitute(_scalar_text(text), context)
+        except LaunchError:
+            return None
+
+    def visit(path: Path, configurations: dict[str, str], hidden: frozenset[str]) -> None:
+        visited.add(path)
+        entities = read_launch_file(path)
+
+        def walk(items: MarkedList) -> None:
+            for index, item in enumerate(items):
+                tag, body, line = _entity_of(item, items, index, path)
+                if tag == "arg":
+                    name = _scalar_text(body["name"])
+                    default = None if "default" not in body else _scalar_text(body["default"])
+                    if name not in hidden:
+                        result.append(
+                            DeclaredArgument(
+                                name=name,
+                                default=default,
+                                description=_scalar_text(body.get("description", "")),
+                                choices=tuple(_scalar_text(c["value"]) for c in body.get("choice", ())) or None,
+                                location=Location(path, line, tag),
+                            )
+                        )
+                    if default is not None and name not in configurations:
+                        value = evaluate(default, configurations, path)
+                        if value is not None:
+                            configurations[name] = value
+                elif tag == "group":
+                    walk(body if isinstance(body, MarkedList) else body["children"])
+                elif tag == "include" and package_share is not None:
+                    file_text = evaluate(body["file"], configurations, path)
+                    if file_text is None:
+                        continue
+                    target = Path(file_text) if Path(file_text).is_absolute() else base / file_text
+                    target = target.resolve()
+                    if not target.is_file() or target in visited:
+                        continue
+                    passed = {
+                        _scalar_text(a["name"]): evaluate(a["value"], configurations, path) for a in body.get("arg", ())
+                    }
+                    child = {**configurations, **{k: v for k, v in passed.items() if v is not None}}
+                    try:
+                        visit(target, child, frozenset(passed))
+                    except LaunchError:
+                        continue  # a broken included file is reported when the launch runs
+
+        walk(entities)
+
+    visit(launch_file.resolve(), {}, frozenset())
     return result
