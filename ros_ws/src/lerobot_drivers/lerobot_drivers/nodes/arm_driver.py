@@ -59,7 +59,7 @@ class LoopStats:
     servo_errors: dict[str, str] = field(default_factory=dict)
 
 
-def _percentile_ms(values: deque[float], q: float) -> float:
+def _percentile_ms(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q) * 1e3) if values else 0.0
 
 
@@ -83,6 +83,8 @@ class ArmDriver(LifecycleNode):
         self._subscriptions_made: list[Any] = []
         self._last_state: Any = None
         self._trouble_seen = 0
+        self._stats_lock = threading.Lock()
+        self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
 
     def _declare_parameters(self) -> None:
         def desc(text: str, *, read_only: bool = False, **kw: Any) -> ParameterDescriptor:
@@ -134,7 +136,7 @@ class ArmDriver(LifecycleNode):
             self._configure_hardware()
         except (MotorError, ValueError, OSError) as err:
             self.get_logger().error(f"configure failed: {err}")
-            self._publish_fault(str(err))
+            self._fault = str(err)
             self._release(torque_off=False)
             return TransitionCallbackReturn.FAILURE
         except Exception:
@@ -222,7 +224,7 @@ class ArmDriver(LifecycleNode):
                 measured = arm.hold_and_enable_torque()
         except MotorError as err:
             self.get_logger().error(f"activate failed: {err}")
-            self._publish_fault(str(err))
+            self._fault = str(err)
             return TransitionCallbackReturn.FAILURE
         with self._lock:
             controller.activate(measured, self._now())
@@ -323,15 +325,14 @@ class ArmDriver(LifecycleNode):
 
     def _run_loop(self) -> None:
         period = 1.0 / float(self._param("loop_rate"))
-        diag_period = float(self._param("diagnostics_period"))
         hold_after = int(self._param("hold_after_failures"))
         next_tick = time.perf_counter()
         last_start: float | None = None
-        next_diag = time.perf_counter()
         while not self._stop.is_set():
             start = time.perf_counter()
             if last_start is not None:
-                self._stats.periods.append(start - last_start)
+                with self._stats_lock:
+                    self._stats.periods.append(start - last_start)
             last_start = start
             try:
                 self._cycle()
@@ -346,10 +347,8 @@ class ArmDriver(LifecycleNode):
                 level = "holding" if self._stats.consecutive_failures >= hold_after else "retrying"
                 self.get_logger().warning(f"bus error ({level}): {err}", throttle_duration_sec=1.0)
             self._stats.cycles += 1
-            self._stats.cycle_times.append(time.perf_counter() - start)
-            if time.perf_counter() >= next_diag:
-                self._publish_diagnostics()
-                next_diag += diag_period
+            with self._stats_lock:
+                self._stats.cycle_times.append(time.perf_counter() - start)
             next_tick += period
             delay = next_tick - time.perf_counter()
             if delay < 0:
@@ -388,15 +387,12 @@ class ArmDriver(LifecycleNode):
     def _fail(self, reason: str) -> None:
         self._fault = reason
         self.get_logger().error(f"{reason}; driver stopped, the servos keep their last goal")
-        self._publish_diagnostics()
-
-    def _publish_fault(self, reason: str) -> None:
-        self._fault = reason
-        self._publish_diagnostics()
 
     def _publish_diagnostics(self) -> None:
         stats = self._stats
         arm = self._arm
+        with self._stats_lock:
+            periods, cycle_times = list(stats.periods), list(stats.cycle_times)
         status = DiagnosticStatus()
         status.name = f"{self.get_name()}: {self._param('robot_type')}"
         status.hardware_id = str(self._param("port"))
@@ -419,10 +415,10 @@ class ArmDriver(LifecycleNode):
         status.message = "; ".join(problems) if problems else "ok"
         values = {
             "loop_rate_target_hz": f"{self._param('loop_rate'):.1f}",
-            "loop_period_p50_ms": f"{_percentile_ms(stats.periods, 50):.3f}",
-            "loop_period_p99_ms": f"{_percentile_ms(stats.periods, 99):.3f}",
-            "cycle_time_p50_ms": f"{_percentile_ms(stats.cycle_times, 50):.3f}",
-            "cycle_time_p99_ms": f"{_percentile_ms(stats.cycle_times, 99):.3f}",
+            "loop_period_p50_ms": f"{_percentile_ms(periods, 50):.3f}",
+            "loop_period_p99_ms": f"{_percentile_ms(periods, 99):.3f}",
+            "cycle_time_p50_ms": f"{_percentile_ms(cycle_times, 50):.3f}",
+            "cycle_time_p99_ms": f"{_percentile_ms(cycle_times, 99):.3f}",
             "cycles": str(stats.cycles),
             "overruns": str(stats.overruns),
             "failed_cycles": str(stats.failed_cycles),
