@@ -75,6 +75,7 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
     run = subprocess.run(
         [*cli, "bag2dataset", str(bag), "--contract", str(contract), "--output", str(root), "--task", "t"],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )
@@ -101,6 +102,7 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
             "2",
         ],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )
@@ -110,6 +112,7 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
     run = subprocess.run(
         [*cli, "dataset2bag", str(root), "--output", str(tmp_path / "back")],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )
@@ -118,6 +121,7 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
     run = subprocess.run(
         [*cli, "bag2dataset", str(bag), "--contract", str(small), "--output", str(root)],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )
