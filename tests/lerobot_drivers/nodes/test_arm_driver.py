@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import threading
@@ -93,16 +94,23 @@ def arm_rig(tmp_path, processes):
     """Start a fake arm and a driver on it; returns a function (robot, **params) -> (fake, pty, driver)."""
     rigs = []
 
-    def start(robot: str = "so101_follower", *, calibration=None, models=None, model_numbers=None, extra=()):
+    def start(
+        robot: str = "so101_follower", *, file_changes=None, cal_subpath=None, models=None, model_numbers=None,
+        remove_ids=(), extra=(),
+    ):  # fmt: skip
         spec = get_arm(robot)
-        calibration = calibration or default_fake_calibration(spec)
+        calibration = default_fake_calibration(spec)
         fake = fake_arm_bus(spec, calibration, models=models)
         for motor_id, number in (model_numbers or {}).items():
             fake.servo(motor_id).set("Model_Number", number)
+        for motor_id in remove_ids:
+            del fake.servos[motor_id]
+        for joint, changes in (file_changes or {}).items():
+            calibration[joint] = dataclasses.replace(calibration[joint], **changes)
         pty = PtyServoBus(fake)
         pty.start()
         rigs.append(pty)
-        cal_file = tmp_path / f"{robot}.json"
+        cal_file = tmp_path / (cal_subpath or f"{robot}.json")
         save_calibration(cal_file, calibration)
         argv = [
             venv_script("arm_driver"), "--ros-args",
@@ -259,14 +267,21 @@ def test_koch_leader_publishes_hand_motion_with_only_the_gripper_torqued(arm_rig
     [
         ({"model_numbers": {5: 2825}}, "'wrist_roll' at id 5 reports model number 2825 .* expected 777 .sts3215."),
         ({"models": {"elbow_flex": "xl330-m077"}, "robot": "koch_follower"}, "reports model number 1190"),
+        ({"remove_ids": (6,)}, "'gripper' .id 6, sts3215. does not answer"),
+        ({"extra": ("-p", "baudrate:=500000")}, "at 500000 baud, but motors answer at 1000000 baud"),
+        ({"file_changes": {"elbow_flex": {"range_max": 5000}}}, "elbow_flex: range 1024..5000, expected"),
+        ({"cal_subpath": "calibration/robots/koch_follower/arm.json"}, "calibration of a koch_follower"),
+        ({"extra": ("-p", "port:=/dev/ttyNOPE")}, "cannot open /dev/ttyNOPE"),
     ],
 )
-def test_wrong_motor_model_fails_configure_and_nothing_moves(arm_rig, ros_node, setup, message):
+def test_bad_input_fails_configure_and_nothing_moves(arm_rig, ros_node, setup, message):
     probe = Probe(ros_node)
     robot = setup.pop("robot", "so101_follower")
     fake, _, driver = arm_rig(robot, **setup)
     driver.wait_for_output(message)
     driver.wait_for_output("configure failed")
-    status, _ = probe.wait_diagnostic(lambda s, v: s.level == b"\x02" and "model number" in s.message)
-    assert all(fake.servo(i).get("Torque_Enable") == 0 for i in range(1, 7))
-    assert all(fake.servo(i).get("Goal_Position") == fake.servo(i).get("Present_Position") for i in range(1, 7))
+    status, _ = probe.wait_diagnostic(lambda s, v: s.level == b"\x02")
+    assert status.message
+    for servo in fake.servos.values():
+        assert servo.get("Torque_Enable") == 0
+        assert servo.get("Goal_Position") == servo.get("Present_Position")
