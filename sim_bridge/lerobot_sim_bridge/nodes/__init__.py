@@ -1,0 +1,1 @@
+"""ROS 2 nodes: thin shells around the pure cores."""

@@ -1,0 +1,524 @@
+"""The sim bridge node: a simulated robot that publishes and accepts what the real arm stack does.
+
+A worker thread owns the simulation: it publishes the observation (joint_states, cameras, task signals,
+/clock), waits as the pacing mode says, asks the real arm driver's `ArmController` for the joint target
+(same command, trajectory-splice, timeout and NaN rules as the hardware) and steps. Subscription and
+service callbacks only hand data to the controller or queue a reset for the worker.
+
+Stamps: with `stamp_clock: auto` the realtime mode stamps with the wall (ROS) clock like a real driver,
+and lockstep/fast stamp with simulated time (run consumers with `use_sim_time:=true`). `/clock` always
+carries simulated time, which starts at 0 and advances by one control period per step and per reset.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time as TimeMsg
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Pose, PoseArray
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Bool, Float64, String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
+from lerobot_msgs.srv import ResetEnv
+from lerobot_sim_bridge import topics
+from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, StepOutcome, make_adapter
+from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
+from lerobot_sim_bridge.pacing import LockstepGate, PacingMode, RealTimeFactorMeter, RealTimePacer
+
+STATE_QOS = QoSProfile(depth=topics.STATE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=topics.COMMAND_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+IMAGE_QOS = QoSProfile(depth=topics.IMAGE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+# Latched, so a late subscriber still learns how the last episode ended.
+EVENT_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+RESET_WAIT_S = 10.0
+
+
+@dataclass
+class _Snapshot:
+    """Everything published after one step, captured under the simulation lock."""
+
+    sim_time: float
+    positions: np.ndarray
+    velocities: np.ndarray
+    efforts: np.ndarray
+    poses: tuple[Any, ...]
+    frames: dict[str, np.ndarray]
+    outcome: StepOutcome | None
+
+
+@dataclass
+class _ResetRequest:
+    seed: int
+    done: threading.Event
+    error: str = ""
+    episode_index: int = 0
+
+
+def _time_msg(seconds: float) -> TimeMsg:
+    nanoseconds = round(seconds * 1e9)
+    return TimeMsg(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
+class SimBridge(Node):
+    """See the module docstring. Raises `SimBridgeError` from the constructor on bad configuration."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("sim_bridge", **kwargs)
+        self._declare_parameters()
+        env_id = str(self._param("env_id"))
+        cameras = tuple(CameraConfig.parse(text) for text in self._param("cameras") if text.strip())
+        self._mode = PacingMode.parse(str(self._param("mode")))
+        stamp_clock = str(self._param("stamp_clock"))
+        if stamp_clock not in ("auto", "sim", "wall"):
+            raise InvalidConfigError(f"stamp_clock {stamp_clock!r} must be auto, sim or wall")
+        self._sim_stamps = stamp_clock == "sim" or (stamp_clock == "auto" and self._mode is not PacingMode.REALTIME)
+        config = SimConfig(fps=float(self._param("fps")), substeps=int(self._param("substeps")), cameras=cameras)
+        self._adapter: SimAdapter = make_adapter(env_id, config)
+        try:
+            limits = self._adapter.joint_limits
+            self._controller = ArmController(
+                ControllerConfig(
+                    joint_names=self._adapter.joint_names,
+                    lower=tuple(float(x) for x in limits[:, 0]),
+                    upper=tuple(float(x) for x in limits[:, 1]),
+                    command_timeout=float(self._param("command_timeout")),
+                )
+            )
+        except ValueError as exc:
+            self._adapter.close()
+            raise InvalidConfigError(str(exc)) from None
+        self._env_id = env_id
+        self._dt = self._adapter.control_dt
+        self._max_episode_steps = int(self._param("max_episode_steps"))
+        self._auto_reset = bool(self._param("auto_reset"))
+        seed = int(self._param("seed"))
+        self._next_seed = seed if seed >= 0 else int(np.random.SeedSequence().entropy % (2**31))
+
+        self._lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._pacer = RealTimePacer(self._dt)
+        self._gate = LockstepGate(float(self._param("lockstep_timeout")))
+        self._rtf = RealTimeFactorMeter()
+        self._sim_time = 0.0
+        self._episode_index = -1
+        self._episode_steps = 0
+        self._episode_done = False
+        self._pending_reset: _ResetRequest | None = None
+        self._rejected = 0
+        self._last_rejection = ""
+        self._steps = 0
+        self._started_wall = time.monotonic()
+
+        self._joint_states_pub = self.create_publisher(JointState, topics.JOINT_STATES, STATE_QOS)
+        self._clock_pub = self.create_publisher(Clock, topics.CLOCK, STATE_QOS)
+        self._reward_pub = self.create_publisher(Float64, topics.SIM_REWARD, STATE_QOS)
+        self._success_pub = self.create_publisher(Bool, topics.SIM_SUCCESS, STATE_QOS)
+        self._episode_end_pub = self.create_publisher(String, topics.SIM_EPISODE_END, EVENT_QOS)
+        self._poses_pub = self.create_publisher(PoseArray, topics.SIM_OBJECT_POSES, STATE_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self._image_pubs = {
+            c.name: self.create_publisher(Image, topics.image_topic(c.name), IMAGE_QOS) for c in cameras
+        }
+        self._info_pubs = {
+            c.name: self.create_publisher(CameraInfo, topics.camera_info_topic(c.name), IMAGE_QOS) for c in cameras
+        }
+        self._camera_infos = {c.name: self._camera_info(c.name) for c in cameras}
+        self.create_subscription(JointState, topics.JOINT_COMMANDS, self._on_joint_commands, COMMAND_QOS)
+        self.create_subscription(JointTrajectory, topics.JOINT_TRAJECTORY, self._on_joint_trajectory, COMMAND_QOS)
+        self.create_service(ResetEnv, topics.SIM_RESET, self._on_reset)
+        self.create_service(Trigger, topics.SIM_GET_SUCCESS, self._on_get_success)
+        self._diagnostics_period = float(self._param("diagnostics_period"))
+
+        self._reset_locked(self._next_seed)
+        self._thread = threading.Thread(target=self._run, name="sim_bridge_loop", daemon=True)
+        self.get_logger().info(
+            f"sim bridge ready: env {env_id}, {1.0 / self._dt:g} fps, {config.substeps} substeps, mode "
+            f"{self._mode.value}, {'sim' if self._sim_stamps else 'wall'} stamps, cameras "
+            f"{', '.join(f'{c.name}:{c.width}x{c.height}' for c in cameras) or 'none'}, joints "
+            f"{', '.join(self._adapter.joint_names)}"
+        )
+
+    def _declare_parameters(self) -> None:
+        def desc(text: str, **kw: Any) -> ParameterDescriptor:
+            return ParameterDescriptor(description=text, read_only=True, **kw)
+
+        self.declare_parameter("env_id", "so101_pick_place", desc("environment id (so101_pick_place, pusht, plugins)"))
+        self.declare_parameter(
+            "fps",
+            30.0,
+            desc(
+                "control and publish rate (Hz)",
+                floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)],
+            ),
+        )
+        self.declare_parameter(
+            "substeps",
+            16,
+            desc("physics steps per control step", integer_range=[IntegerRange(from_value=1, to_value=1000)]),
+        )
+        self.declare_parameter("cameras", ["front:320x240"], desc("cameras as name[:WIDTHxHEIGHT]; [''] for none"))
+        self.declare_parameter("mode", "realtime", desc("realtime | lockstep | fast"))
+        self.declare_parameter("stamp_clock", "auto", desc("auto (wall in realtime, sim otherwise) | sim | wall"))
+        self.declare_parameter(
+            "seed", -1, desc("seed of the first episode (later resets without a seed count up); -1 = random")
+        )
+        self.declare_parameter(
+            "lockstep_timeout",
+            1.0,
+            desc(
+                "lockstep: wall seconds to wait for a command before stepping anyway",
+                floating_point_range=[FloatingPointRange(from_value=0.001, to_value=3600.0)],
+            ),
+        )
+        self.declare_parameter(
+            "command_timeout",
+            0.5,
+            desc(
+                "simulated seconds after which a streamed command is stale (hold)",
+                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=3600.0)],
+            ),
+        )
+        self.declare_parameter(
+            "max_episode_steps",
+            900,
+            desc(
+                "steps after which an episode ends as time_limit; 0 = never",
+                integer_range=[IntegerRange(from_value=0, to_value=10**9)],
+            ),
+        )
+        self.declare_parameter("auto_reset", False, desc("start the next episode (next seed) as soon as one ends"))
+        self.declare_parameter("diagnostics_period", 1.0, desc("wall seconds between /diagnostics reports"))
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _camera_info(self, camera: str) -> CameraInfo:
+        k = self._adapter.intrinsics(camera)
+        info = CameraInfo()
+        info.header.frame_id = topics.camera_frame_id(camera)
+        info.width, info.height = k.width, k.height
+        info.distortion_model = "plumb_bob"
+        info.d = [0.0] * 5
+        info.k = [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0]
+        info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+        info.p = [k.fx, 0.0, k.cx, 0.0, 0.0, k.fy, k.cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+        return info
+
+    # Inputs: hand over, never step here.
+
+    def _to_sim_time(self, stamp: TimeMsg) -> float:
+        """A header stamp (in the bridge's stamp clock) as simulated time; 0 means now."""
+        seconds = Time.from_msg(stamp).nanoseconds * 1e-9
+        if seconds == 0.0:
+            return self._sim_time
+        if self._sim_stamps:
+            return seconds
+        return self._sim_time + (seconds - self.get_clock().now().nanoseconds * 1e-9)
+
+    def _answer(self, stamp: TimeMsg) -> None:
+        if self._mode is PacingMode.LOCKSTEP:
+            seconds = Time.from_msg(stamp).nanoseconds * 1e-9
+            with self._wake:
+                self._gate.command(seconds if self._sim_stamps else 0.0)
+                self._wake.notify_all()
+
+    def _on_joint_commands(self, msg: JointState) -> None:
+        try:
+            with self._lock:
+                self._controller.command(list(msg.name), list(msg.position), self._sim_time)
+        except CommandRejected as err:
+            self._reject(f"joint_commands: {err}")
+        self._answer(msg.header.stamp)
+
+    def _on_joint_trajectory(self, msg: JointTrajectory) -> None:
+        times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+        points = [list(p.positions) for p in msg.points]
+        try:
+            with self._lock:
+                start = self._to_sim_time(msg.header.stamp)
+                self._controller.trajectory(list(msg.joint_names), start, times, points, self._sim_time)
+        except CommandRejected as err:
+            self._reject(f"joint_trajectory: {err}")
+        self._answer(msg.header.stamp)
+
+    def _reject(self, reason: str) -> None:
+        self._rejected += 1
+        self._last_rejection = reason
+        self.get_logger().warning(f"rejected {reason}", throttle_duration_sec=1.0)
+
+    def _on_reset(self, request: ResetEnv.Request, response: ResetEnv.Response) -> ResetEnv.Response:
+        seed = int(request.seed) if request.use_seed else self._next_seed
+        pending = _ResetRequest(seed=seed, done=threading.Event())
+        with self._wake:
+            self._pending_reset = pending
+            self._wake.notify_all()
+        if not self._thread.is_alive():
+            with self._lock:
+                self._apply_reset(pending)
+        if not pending.done.wait(RESET_WAIT_S):
+            response.success = False
+            response.message = f"reset did not complete within {RESET_WAIT_S:g} s"
+            return response
+        response.success = not pending.error
+        response.message = pending.error or f"episode {pending.episode_index} started with seed {seed}"
+        response.seed = seed
+        response.episode_index = max(pending.episode_index, 0)
+        return response
+
+    def _on_get_success(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            response.success = self._adapter.success()
+            response.message = (
+                f"episode {self._episode_index}, step {self._episode_steps}: "
+                f"{'success' if response.success else 'not (yet) successful'}"
+            )
+        return response
+
+    # The worker.
+
+    def _reset_locked(self, seed: int) -> None:
+        self._adapter.reset(seed)
+        self._controller.activate(self._adapter.joint_positions(), self._sim_time)
+        self._episode_index += 1
+        self._episode_steps = 0
+        self._episode_done = False
+        self._next_seed = seed + 1
+
+    def _apply_reset(self, request: _ResetRequest) -> None:
+        try:
+            self._reset_locked(request.seed)
+            request.episode_index = self._episode_index
+        except (SimBridgeError, ValueError) as err:
+            request.error = f"reset with seed {request.seed} failed: {err}"
+            self.get_logger().error(request.error)
+        finally:
+            request.done.set()
+
+    def _snapshot(self, outcome: StepOutcome | None) -> _Snapshot:
+        adapter = self._adapter
+        return _Snapshot(
+            sim_time=self._sim_time,
+            positions=adapter.joint_positions(),
+            velocities=adapter.joint_velocities(),
+            efforts=adapter.joint_efforts(),
+            poses=adapter.object_poses(),
+            frames={c.name: adapter.render(c.name).copy() for c in adapter.cameras},
+            outcome=outcome,
+        )
+
+    def _stamp(self, sim_time: float) -> TimeMsg:
+        return _time_msg(sim_time) if self._sim_stamps else self.get_clock().now().to_msg()
+
+    def _publish(self, snap: _Snapshot) -> None:
+        stamp = self._stamp(snap.sim_time)
+        self._clock_pub.publish(Clock(clock=_time_msg(snap.sim_time)))
+        if snap.outcome is not None:
+            self._reward_pub.publish(Float64(data=snap.outcome.reward))
+            self._success_pub.publish(Bool(data=snap.outcome.success))
+        if snap.poses:
+            poses = PoseArray()
+            poses.header.stamp = stamp
+            poses.header.frame_id = "world"
+            for item in snap.poses:
+                pose = Pose()
+                pose.position.x, pose.position.y, pose.position.z = item.position
+                pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = item.orientation
+                poses.poses.append(pose)
+            self._poses_pub.publish(poses)
+        for name, frame in snap.frames.items():
+            image = Image()
+            image.header.stamp = stamp
+            image.header.frame_id = topics.camera_frame_id(name)
+            image.height, image.width = int(frame.shape[0]), int(frame.shape[1])
+            image.encoding = "rgb8"
+            image.step = image.width * 3
+            image.data = frame.tobytes()
+            self._image_pubs[name].publish(image)
+            info = self._camera_infos[name]
+            info.header.stamp = stamp
+            self._info_pubs[name].publish(info)
+        state = JointState()
+        state.header.stamp = stamp
+        state.name = list(self._adapter.joint_names)
+        state.position = snap.positions.tolist()
+        state.velocity = snap.velocities.tolist()
+        state.effort = snap.efforts.tolist()
+        self._joint_states_pub.publish(state)
+        if self._mode is PacingMode.LOCKSTEP:
+            with self._wake:
+                self._gate.observed(
+                    Time.from_msg(stamp).nanoseconds * 1e-9 if self._sim_stamps else 0.0, time.monotonic()
+                )
+
+    def _wait_turn(self) -> bool:
+        """Wait until the pacing mode allows a step (or a reset is pending); False when stopping."""
+        if self._mode is PacingMode.REALTIME:
+            while not self._stop.is_set() and self._pending_reset is None:
+                delay = self._pacer.delay(time.monotonic())
+                if delay <= 0:
+                    self._pacer.stepped(time.monotonic())
+                    break
+                with self._wake:
+                    self._wake.wait(min(delay, 0.05))
+        elif self._mode is PacingMode.LOCKSTEP:
+            with self._wake:
+                while (
+                    not self._stop.is_set() and self._pending_reset is None and not self._gate.ready(time.monotonic())
+                ):
+                    self._wake.wait(0.01)
+        return not self._stop.is_set()
+
+    def _episode_end_reason(self, outcome: StepOutcome) -> str:
+        if outcome.success:
+            return "success"
+        if outcome.terminated:
+            return "terminated"
+        if outcome.truncated:
+            return "truncated"
+        if self._max_episode_steps and self._episode_steps >= self._max_episode_steps:
+            return "time_limit"
+        return ""
+
+    def _step_once(self) -> _Snapshot:
+        with self._lock:
+            pending, self._pending_reset = self._pending_reset, None
+            if pending is not None:
+                # A reset takes one control period of simulated time, so stamps stay unique.
+                self._sim_time += self._dt
+                self._apply_reset(pending)
+                return self._snapshot(None)
+            out = self._controller.update(self._sim_time, self._adapter.joint_positions())
+            outcome = self._adapter.step(out.target)
+            self._sim_time += self._dt
+            self._steps += 1
+            self._episode_steps += 1
+            snap = self._snapshot(outcome)
+            reason = "" if self._episode_done else self._episode_end_reason(outcome)
+            if reason:
+                self._episode_done = True
+        if reason:
+            self._episode_end_pub.publish(String(data=reason))
+            self.get_logger().info(f"episode {self._episode_index} ended: {reason} after {self._episode_steps} steps")
+            if self._auto_reset:
+                with self._wake:
+                    self._pending_reset = _ResetRequest(seed=self._next_seed, done=threading.Event())
+        return snap
+
+    def _run(self) -> None:
+        next_diagnostics = time.monotonic()
+        try:
+            with self._lock:
+                first = self._snapshot(None)
+            self._publish(first)
+            while self._wait_turn():
+                snap = self._step_once()
+                self._publish(snap)
+                now = time.monotonic()
+                self._rtf.add(snap.sim_time, now)
+                if now >= next_diagnostics:
+                    self._publish_diagnostics()
+                    next_diagnostics = now + self._diagnostics_period
+        except (SimBridgeError, ValueError) as err:
+            self.get_logger().error(f"simulation loop stopped: {err}")
+        except Exception as err:  # the node must report, not vanish silently, if MuJoCo or rclpy fails
+            if self._stop.is_set() or not self.context.ok():
+                return  # Ctrl-C shut the context down while a step was being published
+            self.get_logger().error(f"simulation loop crashed: {type(err).__name__}: {err}")
+            raise
+        finally:
+            # Renderers belong to this thread's GL contexts: release them here.
+            with self._lock:
+                self._adapter.close()
+
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus()
+        status.name = f"{self.get_fully_qualified_name()}: simulation"
+        status.hardware_id = self._env_id
+        status.level = DiagnosticStatus.OK
+        status.message = f"real-time factor {self._rtf.value:.2f}"
+        if self._mode is PacingMode.REALTIME and 0 < self._rtf.value < 0.9:
+            status.level = DiagnosticStatus.WARN
+            status.message += " (cannot keep up with real time; fewer or smaller cameras help)"
+        values = {
+            "real_time_factor": f"{self._rtf.value:.3f}",
+            "sim_time": f"{self._sim_time:.3f}",
+            "steps": str(self._steps),
+            "episode": str(self._episode_index),
+            "episode_steps": str(self._episode_steps),
+            "overruns": str(self._pacer.overruns),
+            "lockstep_timeouts": str(self._gate.timeouts),
+            "rejected_inputs": str(self._rejected),
+            "last_rejection": self._last_rejection,
+        }
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        array.status = [status]
+        self._diagnostics_pub.publish(array)
+
+    def start(self) -> None:
+        """Start the simulation thread."""
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        """Stop the simulation thread and release the simulation."""
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+        elif self._thread.ident is None:
+            self._adapter.close()
+
+    @property
+    def real_time_factor(self) -> float:
+        """Simulated seconds per wall second over the last steps."""
+        return self._rtf.value
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console script `sim_bridge`."""
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node: SimBridge | None = None
+    exit_code = 0
+    try:
+        node = SimBridge()
+        node.start()
+        rclpy.spin(node)
+    except SimBridgeError as err:
+        rclpy.logging.get_logger("sim_bridge").error(f"cannot start the sim bridge: {err}")
+        exit_code = 1
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop: release below
+    finally:
+        if node is not None:
+            node.shutdown()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    if exit_code:
+        sys.exit(exit_code)
+
+
+if __name__ == "__main__":
+    main()
