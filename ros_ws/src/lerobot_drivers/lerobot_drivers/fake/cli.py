@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -24,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--drop-rate", type=float, default=0.0, help="fraction of replies dropped")
     parser.add_argument("--corrupt-rate", type=float, default=0.0, help="fraction of replies with a bad checksum")
     parser.add_argument("--emulate-wire-time", action="store_true", help="delay replies by their wire time")
+    parser.add_argument(
+        "--linger", type=float, default=1.5, help="keep serving this long after SIGINT/SIGTERM so drivers can release torque"
+    )
     parser.add_argument("--ros-args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
@@ -61,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fake {spec.family} bus for {spec.robot_type} on {pty.port}", flush=True)
         try:
             stop.wait()
+            time.sleep(max(0.0, args.linger))
         finally:
             if link is not None and link.is_symlink() and os.readlink(link) == pty.port:
                 link.unlink()

@@ -11,6 +11,7 @@ deactivate: stop the loop (the servos hold their last goal). cleanup/shutdown: t
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import traceback
@@ -157,6 +158,7 @@ class ArmDriver(LifecycleNode):
                 f"(~/.cache/huggingface/lerobot/calibration/{spec.calibration_kind}/{spec.robot_type}/<id>.json)"
                 " or run `lerobot-ros calibrate`"
             )
+        self._wait_for_port(port)
         check_calibration_location(calibration_path, spec.robot_type, spec.calibration_kind)
         calibration = load_calibration(calibration_path)
         bus = make_bus(spec, port, baudrate=self._param("baudrate") or None, timeout_s=self._param("bus_timeout"), retries=self._param("bus_retries"))
@@ -187,6 +189,12 @@ class ArmDriver(LifecycleNode):
         self._fault = ""
         self._stats = LoopStats()
         self.get_logger().info(f"{spec.robot_type} on {port}: {len(spec.joints)} motors found, calibration {calibration_path}")
+
+    def _wait_for_port(self, port: str) -> None:
+        """With connect_timeout > 0, wait for the port to appear (a fake bus or udev may create it late)."""
+        deadline = time.monotonic() + float(self._param("connect_timeout"))
+        while not os.path.exists(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def _connect(self, arm: Arm) -> None:
         deadline = time.monotonic() + float(self._param("connect_timeout"))
