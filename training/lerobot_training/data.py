@@ -1,0 +1,335 @@
+"""Training data from a LeRobot v3 dataset: windows, padding masks, decoded cameras, split, statistics.
+
+* `split_episodes` draws the validation episodes with a seed; `training_stats` aggregates the
+  per-episode statistics of the training episodes only, so nothing of the validation split leaks into
+  the normalisation.
+* `PolicyDataset` yields one sample per frame of the chosen episodes: the observation window
+  (`n_obs_steps` frames ending at the frame) and the action window, each with `<key>_is_pad` masks
+  (LeRobot semantics: positions outside the episode repeat its first/last frame and are flagged).
+  Vectors are read once up front; cameras are decoded a whole episode at a time and kept in a
+  per-process cache (bounded in bytes), because decoding frame by frame with seeks dominates otherwise.
+* Samples are addressed as `(frame, draw)` pairs by `StepBatchSampler`, whose order depends only on the
+  seed and the step, so a resumed run sees the batches an uninterrupted run would, and augmentation
+  draws its randomness from `draw`, not from worker state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset, Sampler
+
+from lerobot_training.errors import FeatureMismatchError, NormalizationError
+from lerobot_training.features import ACTION, FeatureType, PolicyFeature, feature_type_of
+from lerobot_training.normalize import imagenet_stats, stats_to_tensors
+from lerobot_training.policies.config import PolicyConfig
+
+
+def open_reader(root: Path) -> Any:
+    """A `DatasetReader` of the project's format module (imported here: training depends on it only for data)."""
+    from lerobot_recorder.dataset import DatasetReader
+
+    return DatasetReader(Path(root))
+
+
+def dataset_features(
+    reader: Any, input_keys: Sequence[str] | None = None
+) -> tuple[dict[str, PolicyFeature], dict[str, PolicyFeature]]:
+    """Policy input/output features from a dataset's schema.
+
+    Default inputs: `observation.state`, `observation.environment_state` and every camera; `action` is
+    the output. Cameras become (3, H, W). Raises FeatureMismatchError naming a missing feature.
+    """
+    specs = {key: spec for key, spec in reader.features.items() if feature_type_of(key, spec.dtype) is not None}
+    if ACTION not in specs:
+        raise FeatureMismatchError(f"dataset {reader.root} has no {ACTION!r} feature; policies need it as output")
+    if input_keys is None:
+        input_keys = [
+            key
+            for key, spec in specs.items()
+            if key in ("observation.state", "observation.environment_state") or spec.dtype in ("video", "image")
+        ]
+    inputs: dict[str, PolicyFeature] = {}
+    for key in input_keys:
+        if key not in specs:
+            raise FeatureMismatchError(
+                f"dataset {reader.root} lacks feature {key!r} that the policy needs (it has {sorted(specs)})"
+            )
+        inputs[key] = _policy_feature(key, specs[key])
+    return inputs, {ACTION: _policy_feature(ACTION, specs[ACTION])}
+
+
+def _policy_feature(key: str, spec: Any) -> PolicyFeature:
+    ftype = feature_type_of(key, spec.dtype)
+    assert ftype is not None
+    if ftype is FeatureType.VISUAL:
+        height, width, channels = spec.shape
+        return PolicyFeature(ftype, (channels, height, width))
+    names = tuple(spec.names) if spec.names else None
+    return PolicyFeature(ftype, tuple(spec.shape), names)
+
+
+def check_dataset_matches(reader: Any, config: PolicyConfig) -> None:
+    """Every feature of `config` exists in the dataset with the same shape (e.g. when fine-tuning a checkpoint)."""
+    inputs, outputs = dataset_features(reader, list(config.input_features))
+    for key, feature in {**config.input_features, **config.output_features}.items():
+        found = {**inputs, **outputs}[key]
+        if found.shape != feature.shape:
+            raise FeatureMismatchError(
+                f"dataset feature {key!r} has shape {found.shape} (cameras as (C, H, W)), the policy expects "
+                f"{feature.shape}"
+            )
+
+
+def split_episodes(num_episodes: int, val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(train, val) episode indices; val gets round(fraction * n) episodes, train at least one."""
+    if num_episodes < 1:
+        raise FeatureMismatchError("the dataset has no episodes to train on")
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    n_val = min(round(val_fraction * num_episodes), num_episodes - 1)
+    order = np.random.default_rng(seed).permutation(num_episodes)
+    return sorted(int(i) for i in order[n_val:]), sorted(int(i) for i in order[:n_val])
+
+
+def training_stats(
+    reader: Any, episodes: Sequence[int], features: Mapping[str, PolicyFeature], *, image_stats: str = "dataset"
+) -> dict[str, dict[str, Tensor]]:
+    """Normalisation statistics of `features` over `episodes` only (aggregated per-episode stats).
+
+    `image_stats="imagenet"` uses ImageNet's mean/std for cameras (LeRobot's default, for pretrained
+    backbones) while keeping the dataset's min/max.
+    """
+    from lerobot_recorder.dataset import stats as stats_mod
+
+    per_episode = []
+    for index in episodes:
+        stats = reader.meta.episode_stats(reader.episodes[index])
+        missing = [key for key in features if key not in stats]
+        if missing:
+            stats = dict(stats)
+            for key in missing:
+                if features[key].type is FeatureType.VISUAL:
+                    raise NormalizationError(
+                        f"episode {index} has no statistics for camera {key!r}; recompute the dataset stats "
+                        "or train with --image-stats imagenet"
+                    )
+                stats[key] = stats_mod.vector_stats(reader.episode_frames(index, key))
+        per_episode.append({key: stats[key] for key in features})
+    tensors = stats_to_tensors(stats_mod.aggregate(per_episode))
+    if image_stats == "imagenet":
+        for key, feature in features.items():
+            if feature.type is FeatureType.VISUAL:
+                tensors[key].update(imagenet_stats())
+    elif image_stats != "dataset":
+        raise ValueError(f"image_stats must be 'dataset' or 'imagenet', got {image_stats!r}")
+    return tensors
+
+
+@dataclass(frozen=True)
+class ImageAugmentation:
+    """Random colour jitter and shift of camera frames (strengths 0 disable each part)."""
+
+    brightness: float = 0.2
+    contrast: float = 0.2
+    saturation: float = 0.2
+    max_shift: int = 4
+
+    def __call__(self, frames: Tensor, generator: torch.Generator) -> Tensor:
+        """frames: uint8 (..., 3, H, W); the same draw applies to every frame of the window."""
+        x = frames.float() / 255.0
+
+        def factor(strength: float) -> float:
+            return 1.0 + (float(torch.rand((), generator=generator)) * 2 - 1) * strength
+
+        x = x * factor(self.brightness)
+        mean = x.mean(dim=(-3, -2, -1), keepdim=True)
+        x = (x - mean) * factor(self.contrast) + mean
+        gray = 0.299 * x[..., 0:1, :, :] + 0.587 * x[..., 1:2, :, :] + 0.114 * x[..., 2:3, :, :]
+        x = (x - gray) * factor(self.saturation) + gray
+        if self.max_shift > 0:
+            pad = self.max_shift
+            height, width = x.shape[-2:]
+            padded = torch.nn.functional.pad(x.reshape(-1, 3, height, width), (pad, pad, pad, pad), mode="replicate")
+            dy, dx = (int(v) for v in torch.randint(0, 2 * pad + 1, (2,), generator=generator))
+            x = padded[..., dy : dy + height, dx : dx + width].reshape(x.shape)
+        return (x.clamp(0, 1) * 255).round().to(torch.uint8)
+
+
+class _EpisodeFrames:
+    """Decoded frames of one camera per episode, least recently used evicted beyond `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._episodes: OrderedDict[tuple[str, int], npt.NDArray[np.uint8]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: str, episode: int) -> npt.NDArray[np.uint8] | None:
+        frames = self._episodes.get((key, episode))
+        if frames is not None:
+            self._episodes.move_to_end((key, episode))
+        return frames
+
+    def put(self, key: str, episode: int, frames: npt.NDArray[np.uint8]) -> None:
+        if frames.nbytes > self.max_bytes:
+            return
+        self._episodes[(key, episode)] = frames
+        self._bytes += frames.nbytes
+        while self._bytes > self.max_bytes:
+            _, evicted = self._episodes.popitem(last=False)
+            self._bytes -= evicted.nbytes
+
+
+class PolicyDataset(Dataset[dict[str, Tensor]]):
+    """Samples (observation window, action window) for the frames of `episodes` (see module docstring).
+
+    Items are dicts of tensors: vectors float32, cameras uint8 (3, H, W) — or (T, ...) with a window —
+    `action` (T, A) and `<key>_is_pad` bool masks. Index it with a frame position or a `(position, draw)`
+    pair; `draw` seeds the augmentation.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        episodes: Sequence[int],
+        config: PolicyConfig,
+        *,
+        augmentation: ImageAugmentation | None = None,
+        cache_bytes: int = 512 * 2**20,
+        cache_episodes: bool = True,
+    ) -> None:
+        self.root = Path(root)
+        self.episodes = list(episodes)
+        self.input_features = dict(config.input_features)
+        self.observation_offsets = config.observation_delta_indices
+        self.action_offsets = config.action_delta_indices
+        self.windowed_observation = config.n_obs_steps > 1
+        self.augmentation = augmentation
+        self.cache_episodes = cache_episodes
+        reader = open_reader(self.root)
+        check_dataset_matches(reader, config)
+        self.fps = reader.fps
+        self.camera_keys = [k for k, ft in self.input_features.items() if ft.type is FeatureType.VISUAL]
+        self.vector_keys = [k for k in [*self.input_features, ACTION] if k not in self.camera_keys]
+        self._vectors: dict[str, dict[int, npt.NDArray[np.float32]]] = {key: {} for key in self.vector_keys}
+        positions: list[tuple[int, int, int]] = []
+        for episode in self.episodes:
+            start, end = reader.episode_range(episode)
+            positions.extend((episode, frame, end - start) for frame in range(end - start))
+            for key in self.vector_keys:
+                self._vectors[key][episode] = reader.episode_frames(episode, key).astype(np.float32)
+        reader.close()
+        self._positions = positions
+        self._cache = _EpisodeFrames(cache_bytes)
+        self._reader: Any = None
+        self.decode_seconds = 0.0
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_reader"] = None  # readers hold open files; each worker opens its own
+        state["_cache"] = _EpisodeFrames(self._cache.max_bytes)
+        return state
+
+    def _camera_frames(self, key: str, episode: int, frames: list[int]) -> npt.NDArray[np.uint8]:
+        if self._reader is None:
+            self._reader = open_reader(self.root)
+        started = time.perf_counter()
+        try:
+            if self.cache_episodes:
+                cached = self._cache.get(key, episode)
+                if cached is None:
+                    cached = self._reader.episode_frames(episode, key)
+                    self._cache.put(key, episode, cached)
+                return np.stack([cached[f] for f in frames])
+            start, _ = self._reader.episode_range(episode)
+            return np.stack([self._reader[start + f][key] for f in frames])
+        finally:
+            self.decode_seconds += time.perf_counter() - started
+
+    @staticmethod
+    def _window(frame: int, length: int, offsets: Sequence[int]) -> tuple[list[int], npt.NDArray[np.bool_]]:
+        rows = [min(max(frame + k, 0), length - 1) for k in offsets]
+        pad = np.array([not 0 <= frame + k < length for k in offsets], dtype=bool)
+        return rows, pad
+
+    def __getitem__(self, index: int | tuple[int, int]) -> dict[str, Tensor]:
+        position, draw = index if isinstance(index, tuple) else (index, index)
+        episode, frame, length = self._positions[position]
+        item: dict[str, Tensor] = {}
+        obs_rows, obs_pad = self._window(frame, length, self.observation_offsets)
+        if not self.windowed_observation:
+            obs_rows, obs_pad = [frame], np.zeros(1, dtype=bool)
+        for key in self.vector_keys:
+            if key == ACTION:
+                continue
+            values = torch.from_numpy(self._vectors[key][episode][obs_rows])
+            item[key] = values if self.windowed_observation else values[0]
+        generator = torch.Generator().manual_seed(int(draw)) if self.augmentation is not None else None
+        for key in self.camera_keys:
+            frames = torch.from_numpy(self._camera_frames(key, episode, obs_rows)).permute(0, 3, 1, 2)
+            if self.augmentation is not None and generator is not None:
+                frames = self.augmentation(frames, generator)
+            item[key] = frames if self.windowed_observation else frames[0]
+        if self.windowed_observation:
+            for key in self.input_features:
+                item[f"{key}_is_pad"] = torch.from_numpy(obs_pad)
+        action_rows, action_pad = self._window(frame, length, self.action_offsets)
+        item[ACTION] = torch.from_numpy(self._vectors[ACTION][episode][action_rows])
+        item[f"{ACTION}_is_pad"] = torch.from_numpy(action_pad)
+        return item
+
+
+class StepBatchSampler(Sampler[list[tuple[int, int]]]):
+    """Batches of `(position, draw)` for steps `start_step, start_step + 1, ...` up to `total_steps`.
+
+    Positions run through a fresh seeded permutation each epoch; `draw` is the sample's global serial
+    number mixed with the seed, so step k's batch is a function of (seed, k) alone.
+    """
+
+    def __init__(self, size: int, batch_size: int, seed: int, start_step: int, total_steps: int) -> None:
+        if size < 1:
+            raise ValueError("cannot sample batches from an empty dataset")
+        self.size = size
+        self.batch_size = batch_size
+        self.seed = seed
+        self.start_step = start_step
+        self.total_steps = total_steps
+
+    def __len__(self) -> int:
+        return max(0, self.total_steps - self.start_step)
+
+    def _permutation(self, epoch: int) -> npt.NDArray[np.int64]:
+        return np.random.default_rng([self.seed, epoch]).permutation(self.size)
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        cached_epoch, permutation = -1, np.empty(0, dtype=np.int64)
+        for step in range(self.start_step, self.total_steps):
+            batch = []
+            for j in range(self.batch_size):
+                serial = step * self.batch_size + j
+                epoch, offset = divmod(serial, self.size)
+                if epoch != cached_epoch:
+                    cached_epoch, permutation = epoch, self._permutation(epoch)
+                batch.append((int(permutation[offset]), (self.seed * 1_000_003 + serial) % 2**63))
+            yield batch
+
+
+def to_policy_batch(batch: Mapping[str, Tensor], camera_keys: Sequence[str], device: torch.device) -> dict[str, Tensor]:
+    """Move a collated batch to `device`, cameras to float in [0, 1]."""
+    out = {}
+    for key, value in batch.items():
+        moved = value.to(device, non_blocking=True)
+        out[key] = moved.float() / 255.0 if key in camera_keys else moved
+    return out

@@ -1,0 +1,1 @@
+"""Policies as plain `nn.Module`s sharing the `Policy` interface (see `base.py`)."""

@@ -1,0 +1,130 @@
+"""The interface every policy implements, and the observation handling they share.
+
+A policy is a plain `nn.Module` that owns its normalisation statistics:
+
+* `compute_loss(batch)` takes a training batch (features as float tensors, cameras (B, [T,] 3, H, W) in
+  [0, 1], `action` (B, T, A) and `action_is_pad` (B, T)) and returns the loss and a dict of floats to log.
+* `predict_chunk(observation)` takes one observation (no batch axis; cameras as uint8 (H, W, 3) as they
+  come off a ROS image, or float (3, H, W) in [0, 1]) and returns a (chunk_length, action_dim) tensor of
+  actions in dataset units; row 0 belongs to the observation's own time step.
+* `select_action(observation)` runs a LeRobot-style rollout (queue of `n_action_steps`, history of
+  `n_obs_steps`), used by the simulation evaluation.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from lerobot_training.errors import FeatureMismatchError, PolicyConfigError
+from lerobot_training.features import FeatureType, PolicyFeature
+from lerobot_training.normalize import Normalizer
+from lerobot_training.policies.config import PolicyConfig
+
+Batch = dict[str, Tensor]
+
+
+def image_to_chw_float(value: Tensor) -> Tensor:
+    """uint8 (..., H, W, 3) -> float (..., 3, H, W) in [0, 1]; float input is taken as (..., 3, H, W) already."""
+    if value.dtype == torch.uint8:
+        return value.movedim(-1, -3).float() / 255.0
+    return value.float()
+
+
+class Policy(nn.Module, abc.ABC):
+    """Base class: normaliser, observation checks, rollout queues."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[PolicyConfig]]
+
+    def __init__(self, config: PolicyConfig, stats: Mapping[str, Mapping[str, Tensor]] | None = None) -> None:
+        super().__init__()
+        config.validate_features()
+        self.config = config
+        self.normalizer = Normalizer(
+            {**config.input_features, **config.output_features}, config.normalization_modes(), stats
+        )
+        self._action_queue: deque[Tensor] = deque()
+        self._observation_history: deque[Batch] = deque(maxlen=config.n_obs_steps)
+
+    @abc.abstractmethod
+    def compute_loss(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
+        """Training loss of a batch (normalisation is applied inside)."""
+
+    @abc.abstractmethod
+    def predict_chunk_batch(self, batch: Batch) -> Tensor:
+        """(B, chunk_length, action_dim) de-normalised actions for a batch of observations."""
+
+    def load_pretrained_backbone(self, path: Path) -> None:
+        """Initialise the image backbone from a local weights file (policies with a backbone override this)."""
+        raise PolicyConfigError(f"the {self.name} policy has no image backbone to load {path} into")
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def _observation_value(self, key: str, feature: PolicyFeature, value: Any) -> Tensor:
+        tensor = torch.as_tensor(np.asarray(value)) if not isinstance(value, Tensor) else value
+        tensor = image_to_chw_float(tensor) if feature.type is FeatureType.VISUAL else tensor.float()
+        shape = tuple(tensor.shape)
+        history_shape = (self.config.n_obs_steps, *feature.shape)
+        if shape != feature.shape and not (self.config.n_obs_steps > 1 and shape == history_shape):
+            what = "image" if feature.type is FeatureType.VISUAL else "value"
+            raise FeatureMismatchError(
+                f"observation {key!r}: {what} of shape {shape} (as (C, H, W) for cameras), the policy was trained "
+                f"on {feature.shape}; resize the input or retrain"
+            )
+        return tensor.to(self.device)
+
+    def prepare_observation(self, observation: Mapping[str, Any]) -> Batch:
+        """One observation as a batch of one, with the policy's history axis when n_obs_steps > 1."""
+        batch: Batch = {}
+        for key, feature in self.config.input_features.items():
+            if key not in observation:
+                raise FeatureMismatchError(
+                    f"observation lacks {key!r}, which the policy needs (it needs {sorted(self.config.input_features)})"
+                )
+            value = self._observation_value(key, feature, observation[key])
+            if self.config.n_obs_steps > 1 and value.shape == feature.shape:
+                value = value.unsqueeze(0).expand(self.config.n_obs_steps, *feature.shape)
+            batch[key] = value.unsqueeze(0)
+        return batch
+
+    @torch.no_grad()
+    def predict_chunk(self, observation: Mapping[str, Any]) -> Tensor:
+        """(chunk_length, action_dim) actions for one observation (see the module docstring)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.predict_chunk_batch(self.prepare_observation(observation))[0]
+        finally:
+            self.train(was_training)
+
+    def reset(self) -> None:
+        """Forget queued actions and observation history (call at the start of every episode)."""
+        self._action_queue.clear()
+        self._observation_history.clear()
+
+    @torch.no_grad()
+    def select_action(self, observation: Mapping[str, Any]) -> Tensor:
+        """The next action of a rollout: re-plans when the queue of `n_action_steps` actions runs dry."""
+        single = {key: value for key, value in observation.items() if key in self.config.input_features}
+        if self.config.n_obs_steps > 1:
+            step = {key: value[0, -1] for key, value in self.prepare_observation(single).items()}
+            while len(self._observation_history) < self.config.n_obs_steps:
+                self._observation_history.append(step)  # LeRobot pads the history with the first frame
+            self._observation_history.append(step)
+            stacked = {key: torch.stack([h[key] for h in self._observation_history]) for key in step}
+        else:
+            stacked = single
+        if not self._action_queue:
+            chunk = self.predict_chunk(stacked)[: self.config.executed_steps]
+            self._action_queue.extend(chunk)
+        return self._action_queue.popleft()

@@ -1,0 +1,383 @@
+"""The training loop: AdamW, warm-up + cosine schedule, gradient clipping, seeding, validation,
+checkpoints every N steps with resume, CSV log + PNG curves, optional simulation evaluation.
+
+Output directory:
+
+    OUT/train_config.json                      the run's settings (read back by --resume)
+    OUT/log.csv, OUT/curves.png                 metrics per logged step, and their plot
+    OUT/checkpoints/<step>/pretrained_model/    a checkpoint the policy node loads (see checkpoint.py)
+    OUT/checkpoints/<step>/training_state/      optimiser, scheduler and RNG state for --resume
+    OUT/checkpoints/last                        symlink to the newest step
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from lerobot_training.checkpoint import load_policy, save_policy, write_atomic
+from lerobot_training.data import (
+    ImageAugmentation,
+    PolicyDataset,
+    StepBatchSampler,
+    dataset_features,
+    open_reader,
+    split_episodes,
+    to_policy_batch,
+    training_stats,
+)
+from lerobot_training.errors import CheckpointError, PolicyConfigError, TrainingError
+from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, evaluate, find_env_factory
+from lerobot_training.features import FeatureType
+from lerobot_training.policies.base import Policy
+from lerobot_training.policies.registry import policy_class
+from lerobot_training.training_state import load_training_state, save_training_state
+
+LOG_COLUMNS = (
+    "step", "split", "loss", "l1_loss", "kld_loss", "mse_loss", "lr", "grad_norm", "samples_per_s", "data_s",
+    "compute_s", "success_rate",
+)  # fmt: skip
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (`lerobot-ros train` flags)."""
+
+    dataset: Path
+    policy: str
+    out: Path
+    steps: int = 1000
+    batch_size: int = 8
+    lr: float | None = None  # None: the policy config's optimizer_lr
+    weight_decay: float | None = None
+    warmup_steps: int = 100
+    decay_steps: int | None = None  # cosine decay length; None: `steps`
+    min_lr_ratio: float = 0.1
+    grad_clip_norm: float = 10.0
+    seed: int = 1000
+    val_fraction: float = 0.1
+    val_every: int = 100
+    val_batches: int = 8
+    save_every: int = 500
+    log_every: int = 10
+    num_workers: int = 0
+    device: str = "auto"
+    policy_overrides: dict[str, Any] = field(default_factory=dict)
+    input_features: list[str] | None = None
+    image_stats: str = "dataset"
+    augment: bool = False
+    cache_decoded_mb: int = 512
+    pretrained_backbone: Path | None = None
+    eval_every: int = 0
+    eval_episodes: int = 5
+    eval_max_steps: int = 300
+    eval_env: str = DEFAULT_ENV_FACTORY
+    eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.dataset, self.out = Path(self.dataset), Path(self.out)
+        policy_class(self.policy, "--policy")
+        for name in ("steps", "batch_size", "save_every", "log_every", "val_every", "val_batches"):
+            if getattr(self, name) < 1:
+                raise PolicyConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.warmup_steps < 0 or self.num_workers < 0 or self.eval_every < 0:
+            raise PolicyConfigError("warmup_steps, num_workers and eval_every must be >= 0")
+        if self.image_stats not in ("dataset", "imagenet"):
+            raise PolicyConfigError(f"image_stats must be 'dataset' or 'imagenet', got {self.image_stats!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, Path):
+                out[key] = str(value)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise CheckpointError(f"train_config.json has unknown fields {unknown}; was it written by a newer version?")
+        values = dict(data)
+        if values.get("pretrained_backbone"):
+            values["pretrained_backbone"] = Path(values["pretrained_backbone"])
+        return cls(**values)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def lr_lambda(warmup_steps: int, decay_steps: int, min_ratio: float) -> Callable[[int], float]:
+    """Linear warm-up to 1, then cosine decay to `min_ratio` at `decay_steps` (held after)."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / (warmup_steps + 1)
+        progress = min(1.0, (step - warmup_steps) / max(1, decay_steps - warmup_steps))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def _checkpoint_dirs(out: Path) -> list[Path]:
+    root = out / "checkpoints"
+    return (
+        sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+        if root.is_dir()
+        else []
+    )
+
+
+class Trainer:
+    """Builds the data, the policy and the optimiser from a `TrainConfig` and runs the loop."""
+
+    def __init__(
+        self, config: TrainConfig, *, resume: bool = False, write: Callable[[str], None] | None = None
+    ) -> None:
+        self.config = config
+        self.resume = resume
+        self.write = write or (lambda _line: None)
+        self.device = resolve_device(config.device)
+        self.step = 0
+        self._resume_dir: Path | None = None
+        if resume:
+            checkpoints = _checkpoint_dirs(config.out)
+            if not checkpoints:
+                raise CheckpointError(f"--resume: {config.out / 'checkpoints'} holds no checkpoint to resume from")
+            self._resume_dir = checkpoints[-1]
+        elif (config.out / "checkpoints").exists():
+            raise TrainingError(
+                f"{config.out} already holds a run; pass --resume to continue it or choose another --out"
+            )
+        torch.manual_seed(config.seed)
+        reader = open_reader(config.dataset)
+        self.fps = reader.fps
+        self.contract = self._dataset_contract(reader)
+        self.train_episodes, self.val_episodes = split_episodes(reader.num_episodes, config.val_fraction, config.seed)
+        if self._resume_dir is not None:
+            loaded = load_policy(self._resume_dir / "pretrained_model", device=self.device)
+            self.policy = loaded.policy
+            if self.policy.name != config.policy:
+                raise CheckpointError(f"{self._resume_dir} holds a {self.policy.name} policy, not {config.policy}")
+        else:
+            self.policy = self._build_policy(reader)
+        reader.close()
+        self.policy.to(self.device).train()
+        self.camera_keys = [k for k, ft in self.policy.config.input_features.items() if ft.type is FeatureType.VISUAL]
+        cache = config.cache_decoded_mb * 2**20
+        augmentation = ImageAugmentation() if config.augment else None
+        self.train_set = PolicyDataset(
+            config.dataset, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache
+        )
+        self.val_set = (
+            PolicyDataset(config.dataset, self.val_episodes, self.policy.config, cache_bytes=cache)
+            if self.val_episodes
+            else None
+        )
+        lr = config.lr if config.lr is not None else float(getattr(self.policy.config, "optimizer_lr", 1e-4))
+        weight_decay = config.weight_decay
+        if weight_decay is None:
+            weight_decay = float(getattr(self.policy.config, "optimizer_weight_decay", 1e-4))
+        self.optimizer = torch.optim.AdamW(
+            [p for p in self.policy.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay
+        )
+        decay_steps = config.decay_steps or config.steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_lambda(config.warmup_steps, decay_steps, config.min_lr_ratio)
+        )
+        if self._resume_dir is not None:
+            state = load_training_state(self._resume_dir / "training_state", self.optimizer, self.scheduler)
+            self.step = int(state["step"])
+            if state.get("train_episodes") != self.train_episodes:
+                raise CheckpointError(
+                    f"{self._resume_dir}: the train/validation split differs from this run's (seed or dataset changed)"
+                )
+        self._env: Any = None
+
+    @staticmethod
+    def _dataset_contract(reader: Any) -> dict[str, Any] | None:
+        """The robot contract the dataset's writer stored in meta/contract.json, if any."""
+        path = Path(reader.root) / "meta" / "contract.json"
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as err:
+            raise TrainingError(f"{path} is not valid JSON: {err}") from None
+        return data if isinstance(data, dict) else None
+
+    def _build_policy(self, reader: Any) -> Policy:
+        config = self.config
+        cls = policy_class(config.policy, "--policy")
+        inputs, outputs = dataset_features(reader, config.input_features)
+        policy_config = cls.config_class.from_dict(
+            {**config.policy_overrides, "input_features": {k: v.to_json() for k, v in inputs.items()},
+             "output_features": {k: v.to_json() for k, v in outputs.items()}}
+        )  # fmt: skip
+        stats = training_stats(reader, self.train_episodes, {**inputs, **outputs}, image_stats=config.image_stats)
+        policy = cls(policy_config, stats)
+        if config.pretrained_backbone is not None:
+            policy.load_pretrained_backbone(config.pretrained_backbone)
+        return policy
+
+    def _loader(self, dataset: PolicyDataset, sampler: StepBatchSampler) -> DataLoader[dict[str, Tensor]]:
+        workers = self.config.num_workers
+        return DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            num_workers=workers,
+            pin_memory=self.device.type == "cuda",
+            persistent_workers=False,
+            prefetch_factor=4 if workers else None,
+            generator=torch.Generator().manual_seed(self.config.seed),
+        )
+
+    def validation_loss(self) -> float | None:
+        """Mean loss over up to `val_batches` fixed batches of the validation episodes (RNG isolated)."""
+        if self.val_set is None:
+            return None
+        config = self.config
+        batches = min(config.val_batches, math.ceil(len(self.val_set) / config.batch_size))
+        sampler = StepBatchSampler(len(self.val_set), config.batch_size, config.seed + 1, 0, batches)
+        losses = []
+        self.policy.eval()
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []), torch.no_grad():
+            torch.manual_seed(config.seed + 1)
+            for batch in self._loader(self.val_set, sampler):
+                loss, _ = self.policy.compute_loss(to_policy_batch(batch, self.camera_keys, self.device))
+                losses.append(float(loss))
+        self.policy.train()
+        return sum(losses) / len(losses)
+
+    def _evaluate(self) -> float | None:
+        config = self.config
+        if self._env is None:
+            factory = find_env_factory(config.eval_env)
+            if factory is None:
+                self.write(f"sim evaluation skipped: {config.eval_env} is not available (is the sim bridge installed?)")
+                self.config.eval_every = 0
+                return None
+            self._env = factory(**config.eval_env_kwargs)
+        result = evaluate(self.policy, self._env, config.eval_episodes, config.eval_max_steps, config.seed)
+        return result.success_rate
+
+    def save_checkpoint(self) -> Path:
+        directory = self.config.out / "checkpoints" / f"{self.step:06d}"
+        save_policy(
+            directory / "pretrained_model",
+            self.policy,
+            fps=float(self.fps),
+            contract=self.contract,
+            extra={"dataset": str(self.config.dataset), "train_episodes": self.train_episodes, "step": self.step},
+        )
+        save_training_state(
+            directory / "training_state", self.optimizer, self.scheduler, self.step,
+            {"train_episodes": self.train_episodes, "val_episodes": self.val_episodes},
+        )  # fmt: skip
+        last = self.config.out / "checkpoints" / "last"
+        tmp = last.with_name(".last.tmp")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(directory.name)
+        tmp.replace(last)
+        return directory
+
+    def _open_log(self) -> tuple[Any, Any]:
+        path = self.config.out / "log.csv"
+        rows: list[dict[str, str]] = []
+        if self.resume and path.is_file():
+            with path.open(newline="") as handle:
+                rows = [row for row in csv.DictReader(handle) if int(row["step"]) <= self.step]
+        handle = path.open("w", newline="")
+        writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+        handle.flush()
+        return handle, writer
+
+    def _batches(self) -> Iterator[dict[str, Tensor]]:
+        config = self.config
+        sampler = StepBatchSampler(len(self.train_set), config.batch_size, config.seed, self.step, config.steps)
+        yield from self._loader(self.train_set, sampler)
+
+    def train(self) -> Path:
+        """Run to `config.steps`; returns the final checkpoint's `pretrained_model` directory."""
+        config = self.config
+        config.out.mkdir(parents=True, exist_ok=True)
+        write_atomic(config.out / "train_config.json", (json.dumps(config.to_json(), indent=2) + "\n").encode())
+        handle, log = self._open_log()
+        progress = None
+        if config.progress:
+            from tqdm import tqdm
+
+            progress = tqdm(total=config.steps, initial=self.step, desc=f"train {config.policy}", unit="step")
+        final = None
+        try:
+            window_samples, window_data, window_compute = 0, 0.0, 0.0
+            fetched = time.perf_counter()
+            for batch in self._batches():
+                started = time.perf_counter()
+                data_s = started - fetched
+                loss, logs = self.policy.compute_loss(to_policy_batch(batch, self.camera_keys, self.device))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.grad_clip_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.step += 1
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                fetched = time.perf_counter()
+                window_samples += config.batch_size
+                window_data += data_s
+                window_compute += fetched - started
+                if self.step % config.log_every == 0 or self.step == config.steps:
+                    throughput = window_samples / max(window_data + window_compute, 1e-9)
+                    log.writerow({
+                        "step": self.step, "split": "train", "loss": f"{float(loss.detach()):.6g}",
+                        **{k: f"{v:.6g}" for k, v in logs.items() if k in LOG_COLUMNS},
+                        "lr": f"{self.scheduler.get_last_lr()[0]:.6g}", "grad_norm": f"{float(grad_norm):.6g}",
+                        "samples_per_s": f"{throughput:.4g}", "data_s": f"{window_data:.4g}",
+                        "compute_s": f"{window_compute:.4g}",
+                    })  # fmt: skip
+                    if progress is not None:
+                        progress.set_postfix(loss=f"{float(loss.detach()):.4f}", samples_s=f"{throughput:.1f}")
+                    window_samples, window_data, window_compute = 0, 0.0, 0.0
+                if self.step % config.val_every == 0 or self.step == config.steps:
+                    val = self.validation_loss()
+                    if val is not None:
+                        log.writerow({"step": self.step, "split": "val", "loss": f"{val:.6g}"})
+                if config.eval_every and (self.step % config.eval_every == 0 or self.step == config.steps):
+                    rate = self._evaluate()
+                    if rate is not None:
+                        log.writerow({"step": self.step, "split": "eval", "success_rate": f"{rate:.4g}"})
+                if self.step % config.save_every == 0 or self.step == config.steps:
+                    final = self.save_checkpoint()
+                    handle.flush()
+                if progress is not None:
+                    progress.update(1)
+                fetched = time.perf_counter()
+        finally:
+            handle.close()
+            if progress is not None:
+                progress.close()
+        from lerobot_training.curves import plot_curves
+
+        plot_curves(config.out / "log.csv", config.out / "curves.png")
+        if final is None:
+            final = _checkpoint_dirs(config.out)[-1]
+        return final / "pretrained_model"
