@@ -405,17 +405,18 @@ class DatasetWriter:
             return _Camera(spec=spec, worker=worker, histograms=histograms, encoder=encoder)
         png_path = directory / f"{key}.png-frames"
         png_file = png_path.open("wb")
-        camera = _Camera(spec=spec, worker=None, histograms=histograms, png_file=png_file, png_path=png_path)  # type: ignore[arg-type]
+        spans: list[tuple[int, int]] = []
 
         def consume_image(frame: npt.NDArray[np.uint8]) -> None:
             data = encode_png(frame)
-            start = png_file.tell()
+            spans.append((png_file.tell(), len(data)))
             png_file.write(data)
-            camera.png_spans.append((start, len(data)))
             histograms.add(frame)
 
-        camera.worker = FrameWorker(key, consume_image, self._max_pending)
-        return camera
+        worker = FrameWorker(key, consume_image, self._max_pending)
+        return _Camera(
+            spec=spec, worker=worker, histograms=histograms, png_file=png_file, png_path=png_path, png_spans=spans
+        )
 
     def add_frame(self, frame: dict[str, Any]) -> None:
         """Add one frame: a value for every user feature (index/timestamp/... are added by the writer).
@@ -455,8 +456,7 @@ class DatasetWriter:
 
     def _abort_episode(self, episode: _Episode) -> None:
         for camera in episode.cameras.values():
-            if camera.worker is not None:
-                camera.worker.abort()
+            camera.worker.abort()
             if camera.encoder is not None:
                 camera.encoder.abort()
             if camera.png_file is not None:
