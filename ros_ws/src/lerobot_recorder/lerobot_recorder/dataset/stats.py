@@ -77,8 +77,10 @@ def _histogram_quantiles(counts: npt.NDArray[np.float64], edges: npt.NDArray[np.
 
 
 def _quantiles_of_column(
-    column: npt.NDArray[Any], lo: float, hi: float, weights: npt.NDArray[Any] | None = None
+    column: npt.NDArray[Any], lo: Any, hi: Any, weights: npt.NDArray[Any] | None = None
 ) -> list[float]:
+    # Edges in the data's own precision (numpy scalars, as LeRobot passes them): values that sit
+    # exactly on a bin edge, like timestamps, then fall into the same bin as in LeRobot.
     edges = np.linspace(lo - 1e-10, hi + 1e-10, NUM_QUANTILE_BINS + 1)
     counts, _ = np.histogram(column, bins=edges, weights=weights)
     total = float(column.size if weights is None else weights.sum())
@@ -103,10 +105,10 @@ def vector_stats(values: npt.NDArray[Any]) -> FeatureStats:
             stats[key] = mean.copy()
         return stats
     stats["std"] = np.sqrt(np.maximum(0.0, np.mean(as_float**2, axis=0) - mean**2))
-    columns = [
-        _quantiles_of_column(as_float[:, i], float(as_float[:, i].min()), float(as_float[:, i].max()))
-        for i in range(as_float.shape[1])
-    ]
+    columns = []
+    for i in range(data.shape[1]):
+        column = data[:, i] if data.dtype.kind == "f" else as_float[:, i]
+        columns.append(_quantiles_of_column(column, column.min(), column.max()))
     for qi, key in enumerate(QUANTILE_KEYS):
         stats[key] = np.array([col[qi] for col in columns], dtype=np.float64)
     return stats
@@ -142,7 +144,7 @@ def camera_stats_from_histograms(histograms: npt.NDArray[Any], frames_sampled: i
         if total < 2:
             quantiles.append([mean] * len(QUANTILES))
         else:
-            quantiles.append(_quantiles_of_column(values, lo, hi, weights=counts[c]))
+            quantiles.append(_quantiles_of_column(values, np.float64(lo), np.float64(hi), weights=counts[c]))
 
     def channels(xs: Sequence[float]) -> npt.NDArray[np.float64]:
         return (np.asarray(xs, dtype=np.float64) / 255.0).reshape(3, 1, 1)
