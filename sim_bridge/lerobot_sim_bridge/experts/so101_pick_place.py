@@ -8,11 +8,12 @@ recomputed every `hold_ticks` observations (3 at 30 Hz = the controller's 10 Hz)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from lerobot_sim_bridge.adapters.base import FloatArray
+from lerobot_sim_bridge.adapters.base import FloatArray, ObjectPose
 from lerobot_sim_bridge.errors import InvalidConfigError
 
 JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -42,6 +43,11 @@ class PickPlaceExpert:
         self._targets: FloatArray | None = None
 
     @property
+    def object_names(self) -> tuple[str, ...]:
+        """Task objects in `sim/object_poses` order."""
+        return ("block", "goal")
+
+    @property
     def joint_names(self) -> tuple[str, ...]:
         """Order of the joint positions `act` takes and of the targets it returns."""
         return JOINT_NAMES
@@ -66,8 +72,18 @@ class PickPlaceExpert:
         self._shadow.data.qpos[self._qpos_adr] = joint_positions
         self._mujoco.mj_forward(self._shadow.model, self._shadow.data)
 
-    def act(self, joint_positions: FloatArray, block_position: FloatArray, goal_position: FloatArray) -> FloatArray:
-        """The joint targets for this observation (recomputed every `hold_ticks` calls, else held)."""
+    def act(self, joint_positions: FloatArray, objects: Mapping[str, ObjectPose]) -> FloatArray:
+        """The joint targets for this observation (recomputed every `hold_ticks` calls, else held).
+
+        `objects` must hold the `block` and `goal` poses (the bridge's `sim/object_poses`).
+        """
+        missing = {"block", "goal"} - set(objects)
+        if missing:
+            raise InvalidConfigError(
+                f"pick-and-place expert needs object poses {sorted(missing)}; got {sorted(objects)}"
+            )
+        block_position = np.asarray(objects["block"].position, dtype=np.float64)
+        goal_position = np.asarray(objects["goal"].position, dtype=np.float64)
         q = np.asarray(joint_positions, dtype=np.float64)
         if q.shape != (len(JOINT_NAMES),) or not np.all(np.isfinite(q)):
             raise InvalidConfigError(f"joint positions must be {len(JOINT_NAMES)} finite values, got {q}")
@@ -77,9 +93,7 @@ class PickPlaceExpert:
                 # Like the env's reset_robot(): the Cartesian target starts where the grasp point is.
                 self._shadow._target_ee_pos = self._shadow.ik_point_pos
                 self._shadow._last_action_was_zero = False
-            action = self._controller.act(
-                self._shadow.ik_point_pos, np.asarray(block_position, dtype=np.float64), np.asarray(goal_position)
-            )
+            action = self._controller.act(self._shadow.ik_point_pos, block_position, goal_position)
             self._shadow.apply_action(action)
             self._targets = np.array(self._shadow.data.ctrl[self._ctrl_ids], dtype=np.float64)
         self._tick += 1

@@ -54,6 +54,7 @@ class _Snapshot:
     """Everything published after one step, captured under the simulation lock."""
 
     sim_time: float
+    stamp: TimeMsg
     positions: np.ndarray
     velocities: np.ndarray
     efforts: np.ndarray
@@ -68,6 +69,7 @@ class _ResetRequest:
     done: threading.Event
     error: str = ""
     episode_index: int = 0
+    stamp: TimeMsg | None = None
 
 
 def _time_msg(seconds: float) -> TimeMsg:
@@ -280,6 +282,8 @@ class SimBridge(Node):
         response.message = pending.error or f"episode {pending.episode_index} started with seed {seed}"
         response.seed = seed
         response.episode_index = max(pending.episode_index, 0)
+        if pending.stamp is not None:
+            response.stamp = pending.stamp
         return response
 
     def _on_get_success(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
@@ -301,13 +305,18 @@ class SimBridge(Node):
         self._episode_done = False
         self._next_seed = seed + 1
 
-    def _apply_reset(self, request: _ResetRequest) -> None:
+    def _apply_reset(self, request: _ResetRequest) -> _Snapshot:
+        """Reset and capture the first observation of the new episode (call with the lock held)."""
         try:
             self._reset_locked(request.seed)
             request.episode_index = self._episode_index
         except (SimBridgeError, ValueError) as err:
             request.error = f"reset with seed {request.seed} failed: {err}"
             self.get_logger().error(request.error)
+        try:
+            snap = self._snapshot(None)
+            request.stamp = snap.stamp
+            return snap
         finally:
             request.done.set()
 
@@ -315,6 +324,7 @@ class SimBridge(Node):
         adapter = self._adapter
         return _Snapshot(
             sim_time=self._sim_time,
+            stamp=self._stamp(self._sim_time),
             positions=adapter.joint_positions(),
             velocities=adapter.joint_velocities(),
             efforts=adapter.joint_efforts(),
@@ -327,7 +337,7 @@ class SimBridge(Node):
         return _time_msg(sim_time) if self._sim_stamps else self.get_clock().now().to_msg()
 
     def _publish(self, snap: _Snapshot) -> None:
-        stamp = self._stamp(snap.sim_time)
+        stamp = snap.stamp
         self._clock_pub.publish(Clock(clock=_time_msg(snap.sim_time)))
         if snap.outcome is not None:
             self._reward_pub.publish(Float64(data=snap.outcome.reward))
@@ -402,8 +412,7 @@ class SimBridge(Node):
             if pending is not None:
                 # A reset takes one control period of simulated time, so stamps stay unique.
                 self._sim_time += self._dt
-                self._apply_reset(pending)
-                return self._snapshot(None)
+                return self._apply_reset(pending)
             out = self._controller.update(self._sim_time, self._adapter.joint_positions())
             outcome = self._adapter.step(out.target)
             self._sim_time += self._dt

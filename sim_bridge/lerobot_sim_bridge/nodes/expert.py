@@ -1,0 +1,237 @@
+"""The scripted expert node: a teleoperator in code that drives a (simulated) arm like a leader arm.
+
+For each episode it calls the bridge's `sim/reset` with the next seed (objects are placed at random per
+seed), then answers every `joint_states` with a `joint_commands` message stamped like that observation
+(so a lockstep bridge steps deterministically), until the bridge reports `sim/episode_end`. It logs one
+line per episode and, with `episodes > 0`, a success summary before it exits.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseArray
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
+from rclpy.time import Time
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, String
+
+from lerobot_msgs.srv import ResetEnv
+from lerobot_sim_bridge import topics
+from lerobot_sim_bridge.adapters.base import ObjectPose
+from lerobot_sim_bridge.errors import SimBridgeError
+from lerobot_sim_bridge.experts.base import ScriptedExpert, make_expert
+
+STATE_QOS = QoSProfile(depth=topics.STATE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=topics.COMMAND_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+POSE_CACHE = 8
+
+
+class _State(enum.Enum):
+    WAITING = "waiting for the bridge"
+    RESETTING = "resetting"
+    ACTIVE = "in an episode"
+    FINISHED = "finished"
+
+
+def _seconds(stamp: Any) -> float:
+    return float(Time.from_msg(stamp).nanoseconds) * 1e-9
+
+
+class ScriptedExpertNode(Node):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("scripted_expert", **kwargs)
+
+        def desc(text: str, **kw: Any) -> ParameterDescriptor:
+            return ParameterDescriptor(description=text, read_only=True, **kw)
+
+        self.declare_parameter("env_id", "so101_pick_place", desc("environment the bridge runs (selects the expert)"))
+        self.declare_parameter(
+            "episodes",
+            0,
+            desc(
+                "episodes to run before exiting; 0 = run forever",
+                integer_range=[IntegerRange(from_value=0, to_value=10**9)],
+            ),
+        )
+        self.declare_parameter("seed", 0, desc("seed of the first episode; episode i uses seed + i"))
+        self.declare_parameter(
+            "hold_ticks",
+            3,
+            desc(
+                "observations each SO-101 expert target is held (3 at 30 Hz = 10 Hz)",
+                integer_range=[IntegerRange(from_value=1, to_value=100)],
+            ),
+        )
+        self._expert: ScriptedExpert = make_expert(str(self._param("env_id")), int(self._param("hold_ticks")))
+        self._episodes = int(self._param("episodes"))
+        self._first_seed = int(self._param("seed"))
+        self._index = 0
+        self._results: list[tuple[int, str, int]] = []
+        self._state = _State.WAITING
+        self._episode_start = 0.0
+        self._ticks = 0
+        self._poses: OrderedDict[float, dict[str, ObjectPose]] = OrderedDict()
+        self._pending: JointState | None = None
+        self._reset_future: Future | None = None
+
+        self._commands_pub = self.create_publisher(JointState, topics.JOINT_COMMANDS, COMMAND_QOS)
+        self._active_pub = self.create_publisher(Bool, "~/episode_active", LATCHED_QOS)
+        self.create_subscription(JointState, topics.JOINT_STATES, self._on_joint_states, STATE_QOS)
+        self.create_subscription(PoseArray, topics.SIM_OBJECT_POSES, self._on_poses, STATE_QOS)
+        self.create_subscription(String, topics.SIM_EPISODE_END, self._on_episode_end, LATCHED_QOS)
+        self._reset_client = self.create_client(ResetEnv, topics.SIM_RESET)
+        self.create_timer(0.1, self._tick)
+        self._active_pub.publish(Bool(data=False))
+        self.get_logger().info(
+            f"scripted expert for {self._param('env_id')}: {self._episodes or 'unlimited'} episodes from seed "
+            f"{self._first_seed}; waiting for {self._reset_client.srv_name}"
+        )
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    @property
+    def finished(self) -> bool:
+        """Whether all requested episodes have run."""
+        return self._state is _State.FINISHED
+
+    @property
+    def successes(self) -> int:
+        """Episodes that ended in success so far."""
+        return sum(1 for _, reason, _ in self._results if reason == "success")
+
+    def _tick(self) -> None:
+        if self._state is _State.WAITING and self._reset_client.service_is_ready():
+            request = ResetEnv.Request(use_seed=True, seed=self._first_seed + self._index)
+            self._state = _State.RESETTING
+            self._reset_future = self._reset_client.call_async(request)
+            self._reset_future.add_done_callback(self._on_reset_done)
+
+    def _on_reset_done(self, future: Future) -> None:
+        response = future.result()
+        if response is None or not response.success:
+            reason = "no response" if response is None else response.message
+            self.get_logger().error(f"reset for episode {self._index} failed: {reason}; retrying")
+            self._state = _State.WAITING
+            return
+        self._episode_start = _seconds(response.stamp)
+        self._expert.reset()
+        self._ticks = 0
+        self._state = _State.ACTIVE
+        self._active_pub.publish(Bool(data=True))
+        self.get_logger().info(f"episode {self._index} started (seed {response.seed})")
+        if self._pending is not None:
+            self._try_act(self._pending)
+
+    def _on_poses(self, msg: PoseArray) -> None:
+        names = self._expert.object_names
+        if len(msg.poses) != len(names):
+            self.get_logger().warning(
+                f"sim/object_poses has {len(msg.poses)} poses, expected {len(names)} ({', '.join(names)})",
+                throttle_duration_sec=1.0,
+            )
+            return
+        poses = {
+            name: ObjectPose(
+                name,
+                (p.position.x, p.position.y, p.position.z),
+                (p.orientation.w, p.orientation.x, p.orientation.y, p.orientation.z),
+            )
+            for name, p in zip(names, msg.poses, strict=True)
+        }
+        self._poses[_seconds(msg.header.stamp)] = poses
+        while len(self._poses) > POSE_CACHE:
+            self._poses.popitem(last=False)
+        if self._pending is not None:
+            self._try_act(self._pending)
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        self._try_act(msg)
+
+    def _try_act(self, msg: JointState) -> None:
+        """Answer `msg` once the object poses with its stamp are known (exact pairing keeps lockstep exact)."""
+        self._pending = msg
+        if self._state is not _State.ACTIVE:
+            return
+        stamp = _seconds(msg.header.stamp)
+        if stamp < self._episode_start - 1e-9:
+            self._pending = None
+            return
+        poses = self._poses.get(stamp)
+        if poses is None:
+            return
+        self._pending = None
+        index = {name: i for i, name in enumerate(msg.name)}
+        try:
+            positions = np.array([msg.position[index[name]] for name in self._expert.joint_names])
+            targets = self._expert.act(positions, poses)
+        except KeyError as err:
+            self.get_logger().warning(f"joint_states lacks joint {err}; not commanding", throttle_duration_sec=1.0)
+            return
+        except SimBridgeError as err:
+            self.get_logger().warning(f"expert cannot act: {err}", throttle_duration_sec=1.0)
+            return
+        command = JointState()
+        command.header.stamp = msg.header.stamp
+        command.name = list(self._expert.joint_names)
+        command.position = [float(x) for x in targets]
+        self._commands_pub.publish(command)
+        self._ticks += 1
+
+    def _on_episode_end(self, msg: String) -> None:
+        if self._state is not _State.ACTIVE:
+            return
+        seed = self._first_seed + self._index
+        self._results.append((seed, msg.data, self._ticks))
+        self._active_pub.publish(Bool(data=False))
+        self.get_logger().info(
+            f"episode {self._index} (seed {seed}): {msg.data} after {self._ticks} commands; "
+            f"{self.successes}/{len(self._results)} successful so far"
+        )
+        self._index += 1
+        if self._episodes and self._index >= self._episodes:
+            self._state = _State.FINISHED
+            self.get_logger().info(
+                f"scripted expert done: {self.successes}/{len(self._results)} episodes successful "
+                f"(seeds {self._first_seed}..{self._first_seed + len(self._results) - 1})"
+            )
+        else:
+            self._state = _State.WAITING
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console script `scripted_expert`."""
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node: ScriptedExpertNode | None = None
+    try:
+        node = ScriptedExpertNode()
+        while rclpy.ok() and not node.finished:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except SimBridgeError as err:
+        rclpy.logging.get_logger("scripted_expert").error(f"cannot start the scripted expert: {err}")
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
