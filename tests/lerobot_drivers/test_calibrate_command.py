@@ -17,7 +17,14 @@ from lerobot_drivers.fake.bus import PtyServoBus
 from lerobot_drivers.motors.calibration import load_calibration
 from lerobot_ros.command import CommandError
 
-START = {"shoulder_pan": 1500, "shoulder_lift": 2600, "elbow_flex": 1900, "wrist_flex": 2100, "wrist_roll": 3000, "gripper": 2300}
+START = {
+    "shoulder_pan": 1500,
+    "shoulder_lift": 2600,
+    "elbow_flex": 1900,
+    "wrist_flex": 2100,
+    "wrist_roll": 3000,
+    "gripper": 2300,
+}
 SWEEP = (-600, 700)  # how far the hand moves each recorded joint around the middle pose
 
 
@@ -73,14 +80,28 @@ def test_calibration_writes_lerobot_file_and_motors(tmp_path, robot, capsys):
             cal.homing_offset, cal.range_min, cal.range_max,
         )  # fmt: skip
     printed = capsys.readouterr().out
-    assert json.loads(output.read_text()) == json.loads(printed[printed.index("{\n") : printed.index("Calibration saved")])
+    assert json.loads(output.read_text()) == json.loads(
+        printed[printed.index("{\n") : printed.index("Calibration saved")]
+    )
 
 
 def test_joint_that_never_moves_is_an_error(tmp_path):
     spec = get_arm("so101_follower")
     fake = fake_arm_bus(spec, None, positions=START)
     with PtyServoBus(fake) as pty, pytest.raises(CommandError, match="did not move while recording"):
-        _run(["--robot", "so101_follower", "--port", pty.port, "--output", str(tmp_path / "c.json"), "--yes", "--record-seconds", "0.2"])
+        _run(
+            [
+                "--robot",
+                "so101_follower",
+                "--port",
+                pty.port,
+                "--output",
+                str(tmp_path / "c.json"),
+                "--yes",
+                "--record-seconds",
+                "0.2",
+            ]
+        )
     assert not (tmp_path / "c.json").exists()
 
 
@@ -88,14 +109,41 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(CommandError, match="unknown robot type 'so102_follower'"):
         _run(["--robot", "so102_follower", "--port", "/dev/null", "--yes", "--record-seconds", "1"])
     with pytest.raises(CommandError, match="cannot open /dev/nonexistent"):
-        _run(["--robot", "so101_follower", "--port", "/dev/nonexistent", "--output", str(tmp_path / "x.json"), "--yes", "--record-seconds", "1"])
+        _run(
+            [
+                "--robot",
+                "so101_follower",
+                "--port",
+                "/dev/nonexistent",
+                "--output",
+                str(tmp_path / "x.json"),
+                "--yes",
+                "--record-seconds",
+                "1",
+            ]
+        )
     existing = tmp_path / "exists.json"
     existing.write_text("{}")
     with pytest.raises(CommandError, match="exists; pass --overwrite"):
-        _run(["--robot", "so101_follower", "--port", "/dev/null", "--output", str(existing), "--yes", "--record-seconds", "1"])
+        _run(
+            [
+                "--robot",
+                "so101_follower",
+                "--port",
+                "/dev/null",
+                "--output",
+                str(existing),
+                "--yes",
+                "--record-seconds",
+                "1",
+            ]
+        )
 
 
 def test_default_location_is_lerobots(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_LEROBOT_HOME", str(tmp_path))
     monkeypatch.delenv("HF_LEROBOT_CALIBRATION", raising=False)
-    assert default_calibration_path("robots", "so101_follower", "arm1") == tmp_path / "calibration/robots/so101_follower/arm1.json"
+    assert (
+        default_calibration_path("robots", "so101_follower", "arm1")
+        == tmp_path / "calibration/robots/so101_follower/arm1.json"
+    )

@@ -15,7 +15,10 @@ NAMES = ["m1", "m2", "m3", "m4", "m5", "m6"]
 
 @pytest.fixture
 def feetech():
-    fake = make_bus("feetech", make_servos("feetech", [(i + 1, STS3215) for i in range(6)], positions=[1000 + 100 * i for i in range(6)]))
+    fake = make_bus(
+        "feetech",
+        make_servos("feetech", [(i + 1, STS3215) for i in range(6)], positions=[1000 + 100 * i for i in range(6)]),
+    )
     with PtyServoBus(fake) as pty:
         bus = FeetechBus(pty.port, {n: Motor(i + 1, "sts3215") for i, n in enumerate(NAMES)}, retries=1)
         bus.open()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import signal
 import threading
@@ -134,11 +135,14 @@ def test_publishes_joint_states_and_holds_measured_pose_on_activate(arm_rig, ros
     spec = get_arm("so101_follower")
     assert list(states[-1].name) == list(spec.joint_names)
     calibration = default_fake_calibration(spec)
-    expected = [ticks_to_radians(fake.servo(i + 1).get("Present_Position"), calibration[n], 4096) for i, n in enumerate(spec.joint_names)]
+    expected = [
+        ticks_to_radians(fake.servo(i + 1).get("Present_Position"), calibration[n], 4096)
+        for i, n in enumerate(spec.joint_names)
+    ]
     assert list(states[-1].position) == pytest.approx(expected, abs=1e-12)
     assert max(abs(p) for p in expected) < 1e-3  # the fake starts mid-range
     stamps = [s.header.stamp.sec + s.header.stamp.nanosec * 1e-9 for s in states]
-    assert all(b > a for a, b in zip(stamps, stamps[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(stamps))
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
     assert LOOP_RATE * 0.5 < rate < LOOP_RATE * 1.5
     for motor_id in range(1, 7):  # torque on, goal = where it was: nothing moved
@@ -215,15 +219,17 @@ def test_survives_injected_faults_without_a_jump(arm_rig, ros_node, fault):
     probe.wait_states(40)
     if fault == "error_bits":
         status, values = probe.wait_diagnostic(lambda s, v: "overheat" in s.message)
+        assert status.level == b"\x01"
         assert values["elbow_flex.error"] == "overheat"
     else:
         status, values = probe.wait_diagnostic(lambda s, v: int(v.get("bus_retries", "0")) > 0 and s.level != b"\x00")
+        assert "bus retries" in status.message or "bus failing, holding" in status.message
         assert fake.counters.dropped + fake.counters.corrupted > 0
     with fake.lock:
         fake.faults.drop_rate = fake.faults.corrupt_rate = 0.0
     probe.wait_states(10)
     positions = [s.position for s in probe.states[before:]]
-    jumps = [max(abs(a - b) for a, b in zip(p, q, strict=True)) for p, q in zip(positions, positions[1:], strict=False)]
+    jumps = [max(abs(a - b) for a, b in zip(p, q, strict=True)) for p, q in itertools.pairwise(positions)]
     assert max(jumps) < 1e-6  # the arm was holding still throughout
     assert all(fake.servo(i).get("Goal_Position") == 2048 for i in range(1, 7))
 
@@ -234,7 +240,7 @@ def test_disconnect_reports_error(arm_rig, ros_node):
     driver.wait_for_output("active")
     probe.wait_states(5)
     pty.disconnect()
-    status, _ = probe.wait_diagnostic(lambda s, v: s.level == b"\x02" and "disconnected" in s.message)
+    probe.wait_diagnostic(lambda s, v: s.level == b"\x02" and "disconnected" in s.message)
     driver.wait_for_output("bus disconnected")
 
 

@@ -32,7 +32,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="", help="calibration file to write (default: LeRobot's location for --id)")
     parser.add_argument("--baudrate", type=int, default=0, help="bus baud rate (default: the arm's)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing calibration file")
-    parser.add_argument("--yes", action="store_true", help="do not wait for ENTER (the arm is already at its middle pose)")
+    parser.add_argument(
+        "--yes", action="store_true", help="do not wait for ENTER (the arm is already at its middle pose)"
+    )
     parser.add_argument(
         "--record-seconds", type=float, default=0.0, help="record ranges for this long instead of until ENTER"
     )
@@ -55,9 +57,11 @@ class TerminalPrompts:
 
     def show_ranges(self, mins: dict[str, int], positions: dict[str, int], maxes: dict[str, int]) -> bool:
         if self._record_end is None:
-            print("Move every joint (except full-turn ones) through its whole range. "
-                  + (f"Recording for {self.record_seconds:g} s." if self.record_seconds else "Press ENTER to stop."),
-                  flush=True)
+            print(
+                "Move every joint (except full-turn ones) through its whole range. "
+                + (f"Recording for {self.record_seconds:g} s." if self.record_seconds else "Press ENTER to stop."),
+                flush=True,
+            )
             self._record_end = time.monotonic() + self.record_seconds
         if self.record_seconds:
             time.sleep(0.02)
@@ -91,7 +95,9 @@ def _run(args: argparse.Namespace) -> int:
     interactive = not (args.yes and args.record_seconds)
     if interactive and not sys.stdin.isatty():
         raise CommandError("stdin is not a terminal: pass --yes and --record-seconds N to calibrate without prompts")
-    output = Path(args.output) if args.output else default_calibration_path(spec.calibration_kind, spec.robot_type, args.id)
+    output = (
+        Path(args.output) if args.output else default_calibration_path(spec.calibration_kind, spec.robot_type, args.id)
+    )
     if output.exists() and not args.overwrite:
         raise CommandError(f"{output} exists; pass --overwrite to replace it (or --output for another file)")
     bus = make_bus(spec, args.port, baudrate=args.baudrate or None)

@@ -7,7 +7,8 @@ from lerobot_drivers.arms.so import SO100_FOLLOWER, SO100_LEADER, SO101_FOLLOWER
 from lerobot_drivers.arms.spec import ArmSpec
 
 ARMS: dict[str, ArmSpec] = {
-    spec.robot_type: spec for spec in (SO100_FOLLOWER, SO100_LEADER, SO101_FOLLOWER, SO101_LEADER, KOCH_FOLLOWER, KOCH_LEADER)
+    spec.robot_type: spec
+    for spec in (SO100_FOLLOWER, SO100_LEADER, SO101_FOLLOWER, SO101_LEADER, KOCH_FOLLOWER, KOCH_LEADER)
 }
 
 

@@ -47,12 +47,12 @@ class ArmState:
     ticks: dict[str, int]
 
 
-def make_bus(spec: ArmSpec, port: str, *, baudrate: int | None = None, timeout_s: float = 0.02, retries: int = 2) -> MotorBus:
+def make_bus(
+    spec: ArmSpec, port: str, *, baudrate: int | None = None, timeout_s: float = 0.02, retries: int = 2
+) -> MotorBus:
     """The bus of `spec`'s family with its motors."""
-    kwargs = {"baudrate": baudrate or spec.baudrate, "timeout_s": timeout_s, "retries": retries}
-    if spec.family == "feetech":
-        return FeetechBus(port, spec.motors(), **kwargs)  # type: ignore[arg-type]
-    return DynamixelBus(port, spec.motors(), **kwargs)  # type: ignore[arg-type]
+    bus_class = FeetechBus if spec.family == "feetech" else DynamixelBus
+    return bus_class(port, spec.motors(), baudrate=baudrate or spec.baudrate, timeout_s=timeout_s, retries=retries)
 
 
 class Arm:
@@ -137,14 +137,18 @@ class Arm:
         errors = {name: err for name, err in block.errors.items() if err}
         return ArmState(stamp, positions, velocities, efforts, voltages, temperatures, errors, ticks)
 
-    def goal_ticks(self, positions: Sequence[float] | FloatArray, joints: Sequence[str] | None = None) -> dict[str, int]:
+    def goal_ticks(
+        self, positions: Sequence[float] | FloatArray, joints: Sequence[str] | None = None
+    ) -> dict[str, int]:
         names = self.names if joints is None else tuple(joints)
         return {
             name: radians_to_ticks(float(p), self.calibration[name], self._resolution[name])
             for name, p in zip(names, positions, strict=True)
         }
 
-    def write_goal(self, positions: Sequence[float] | FloatArray, joints: Sequence[str] | None = None) -> dict[str, int]:
+    def write_goal(
+        self, positions: Sequence[float] | FloatArray, joints: Sequence[str] | None = None
+    ) -> dict[str, int]:
         """Sync-write Goal_Position for `joints` (all by default); returns the ticks written."""
         goal = self.goal_ticks(positions, joints)
         self.bus.sync_write("Goal_Position", goal)
@@ -190,7 +194,10 @@ def default_fake_calibration(spec: ArmSpec) -> Calibration:
         top = spec.model(joint.name).resolution - 1
         low, high = (0, top) if joint.full_turn else (1024, 3072)
         out[joint.name] = MotorCalibration(
-            id=joint.motor_id, drive_mode=spec.drive_modes.get(joint.name, 0), homing_offset=0, range_min=low, range_max=high
+            id=joint.motor_id,
+            drive_mode=spec.drive_modes.get(joint.name, 0),
+            homing_offset=0,
+            range_min=low,
+            range_max=high,
         )
     return out
-

@@ -14,6 +14,7 @@ followed, starting from where the old motion was at that time.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ class ArmController:
         times = [float(t) for t in times_from_start]
         if not all(math.isfinite(t) and t >= 0 for t in times):
             raise CommandRejected(f"joint trajectory: times must be finite and >= 0, got {times}")
-        if any(b <= a for a, b in zip(times, times[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(times)):
             raise CommandRejected(f"joint trajectory: times must increase, got {times}")
         full_points = [self._expand(names, p, f"joint trajectory point {i}") for i, p in enumerate(points)]
         splice = max(start_time, now)

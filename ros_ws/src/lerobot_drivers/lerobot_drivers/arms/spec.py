@@ -92,6 +92,8 @@ class ArmSpec:
         """What a calibration of this arm must match (ids, ranges the encoders can hold, homing offset limits)."""
         limit = 2047 if self.family == "feetech" else 1_044_479
         return {
-            j.name: ExpectedMotor(id=j.motor_id, resolution=self.model_table[j.model].resolution, homing_offset_limit=limit)
+            j.name: ExpectedMotor(
+                id=j.motor_id, resolution=self.model_table[j.model].resolution, homing_offset_limit=limit
+            )
             for j in self.joints
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import array
+import contextlib
 import fcntl
 import os
 import random
@@ -12,7 +13,7 @@ import termios
 import threading
 import time
 import tty
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lerobot_drivers.fake.servo import Dynamics, FakeServo, Family
@@ -89,9 +90,15 @@ class FakeServoBus(abc.ABC):
         self.faults = Faults()
         self.counters = FaultCounters()
         self.lock = threading.RLock()
+        self.on_write: Callable[[int, int, bytes], None] | None = None
 
     def servo(self, motor_id: int) -> FakeServo:
         return self.servos[motor_id]
+
+    def _write(self, servo: FakeServo, address: int, data: bytes) -> None:
+        servo.write(address, data)
+        if self.on_write is not None:
+            self.on_write(servo.motor_id, address, data)
 
     @abc.abstractmethod
     def feed(self, data: bytes) -> list[bytes]:
@@ -166,7 +173,7 @@ class FeetechFakeBus(FakeServoBus):
             for i in range(0, len(body) - length, length + 1):
                 servo = self.servos.get(body[i])
                 if servo is not None:
-                    servo.write(address, bytes(body[i + 1 : i + 1 + length]))
+                    self._write(servo, address, bytes(body[i + 1 : i + 1 + length]))
             return []
         servo = self.servos.get(packet.motor_id)
         if servo is None:
@@ -176,7 +183,7 @@ class FeetechFakeBus(FakeServoBus):
         if code == ft_tables.READ:
             return self._reply(servo, servo.read(params[0], params[1]))
         if code == ft_tables.WRITE:
-            servo.write(params[0], bytes(params[1:]))
+            self._write(servo, params[0], bytes(params[1:]))
             return self._reply(servo, b"") if servo.get("Response_Status_Level") else []
         return []
 
@@ -226,7 +233,7 @@ class DynamixelFakeBus(FakeServoBus):
             for i in range(0, len(body) - length, length + 1):
                 servo = self.servos.get(body[i])
                 if servo is not None:
-                    servo.write(address, bytes(body[i + 1 : i + 1 + length]))
+                    self._write(servo, address, bytes(body[i + 1 : i + 1 + length]))
             return []
         if instruction == dxl_tables.PING and packet.motor_id == dxl_tables.BROADCAST_ID:
             out = []
@@ -243,7 +250,7 @@ class DynamixelFakeBus(FakeServoBus):
             length = int.from_bytes(params[2:4], "little")
             return self._reply(servo, servo.read(address, length))
         if instruction == dxl_tables.WRITE:
-            servo.write(int.from_bytes(params[0:2], "little"), bytes(params[2:]))
+            self._write(servo, int.from_bytes(params[0:2], "little"), bytes(params[2:]))
             return self._reply(servo, b"")
         return []
 
@@ -351,10 +358,8 @@ def _sleep_precise(seconds: float) -> None:
 
 
 def _close_quietly(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # already closed by disconnect()
         os.close(fd)
-    except OSError:
-        pass  # already closed by disconnect()
 
 
 def make_servos(

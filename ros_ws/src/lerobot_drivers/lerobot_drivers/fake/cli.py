@@ -26,7 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corrupt-rate", type=float, default=0.0, help="fraction of replies with a bad checksum")
     parser.add_argument("--emulate-wire-time", action="store_true", help="delay replies by their wire time")
     parser.add_argument(
-        "--linger", type=float, default=1.5, help="keep serving this long after SIGINT/SIGTERM so drivers can release torque"
+        "--linger",
+        type=float,
+        default=1.5,
+        help="keep serving this long after SIGINT/SIGTERM so drivers can release torque",
     )
     parser.add_argument("--ros-args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser

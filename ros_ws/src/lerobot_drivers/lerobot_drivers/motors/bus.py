@@ -82,9 +82,8 @@ class MotorBus(abc.ABC):
     ) -> None:
         for name, motor in motors.items():
             if motor.model not in self.models:
-                raise ValueError(
-                    f"motor {name!r}: model {motor.model!r} is not a {self.family} model; known: {', '.join(self.models)}"
-                )
+                known = ", ".join(self.models)
+                raise ValueError(f"motor {name!r}: model {motor.model!r} is not a {self.family} model; known: {known}")
         ids = [m.id for m in motors.values()]
         if len(set(ids)) != len(ids):
             raise ValueError(f"motor ids must be unique, got {ids}")
@@ -216,7 +215,9 @@ class MotorBus(abc.ABC):
                 else ""
             )
             raise MotorSetupError(
-                f"{self.family} bus on {self.port} at {self.baudrate} baud: " + "; ".join(problems) + extra
+                f"{self.family} bus on {self.port} at {self.baudrate} baud: "
+                + "; ".join(problems)
+                + extra
                 + ". Check the wiring and the ids (LeRobot's `lerobot-setup-motors` assigns them)."
             )
 
@@ -254,7 +255,9 @@ class MotorBus(abc.ABC):
         info = self.model_of(motor)
         reg = info.register(register)
         motor_id = self._motor(motor).id
-        reply = self._retrying(f"read {register} of {motor!r} (id {motor_id})", lambda: self._read(motor_id, reg.address, reg.size))
+        reply = self._retrying(
+            f"read {register} of {motor!r} (id {motor_id})", lambda: self._read(motor_id, reg.address, reg.size)
+        )
         return info.decode(register, from_le_bytes(reply.data))
 
     def write(self, register: str, motor: str, value: int) -> None:
@@ -263,7 +266,9 @@ class MotorBus(abc.ABC):
         reg = info.register(register)
         data = to_le_bytes(info.encode(register, value), reg.size)
         motor_id = self._motor(motor).id
-        self._retrying(f"write {register}={value} to {motor!r} (id {motor_id})", lambda: self._write(motor_id, reg.address, data))
+        self._retrying(
+            f"write {register}={value} to {motor!r} (id {motor_id})", lambda: self._write(motor_id, reg.address, data)
+        )
 
     def _common_register(self, register: str, motors: Sequence[str]) -> Register:
         regs = {self.model_of(m).register(register) for m in motors}
@@ -289,9 +294,7 @@ class MotorBus(abc.ABC):
         if length <= 0:
             raise ValueError(f"{last} lies before {first}")
         ids = [self._motor(n).id for n in names]
-        replies = self._retrying(
-            f"sync read {first}..{last} of ids {ids}", lambda: self._sync_read(ids, start, length)
-        )
+        replies = self._retrying(f"sync read {first}..{last} of ids {ids}", lambda: self._sync_read(ids, start, length))
         values: dict[str, dict[str, int]] = {}
         errors: dict[str, int] = {}
         for name, motor_id in zip(names, ids, strict=True):

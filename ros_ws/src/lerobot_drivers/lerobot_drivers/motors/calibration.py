@@ -63,7 +63,9 @@ def parse_calibration(text: str, source: str = "<string>") -> Calibration:
     calibration: Calibration = {}
     for motor, entry in raw.items():
         if not isinstance(entry, dict):
-            raise CalibrationError(f"{source}: motor {motor!r}: expected an object with {', '.join(CALIBRATION_FIELDS)}")
+            raise CalibrationError(
+                f"{source}: motor {motor!r}: expected an object with {', '.join(CALIBRATION_FIELDS)}"
+            )
         missing = [f for f in CALIBRATION_FIELDS if f not in entry]
         extra = [f for f in entry if f not in CALIBRATION_FIELDS]
         if missing or extra:
@@ -144,9 +146,7 @@ def validate_calibration(
         if cal.drive_mode not in (0, 1):
             problems.append(f"{motor}: drive_mode {cal.drive_mode}, expected 0 or 1")
         if abs(cal.homing_offset) > spec.homing_offset_limit:
-            problems.append(
-                f"{motor}: homing_offset {cal.homing_offset} outside ±{spec.homing_offset_limit}"
-            )
+            problems.append(f"{motor}: homing_offset {cal.homing_offset} outside ±{spec.homing_offset_limit}")
         if not 0 <= cal.range_min < cal.range_max <= top:
             problems.append(
                 f"{motor}: range {cal.range_min}..{cal.range_max}, expected 0 <= range_min < range_max <= {top}"
@@ -199,7 +199,9 @@ def range_radians(calibration: MotorCalibration, resolution: int) -> tuple[float
     )
 
 
-def normalize(ticks: float, calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool) -> float:
+def normalize(
+    ticks: float, calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool
+) -> float:
     """LeRobot's `MotorsBus._normalize` of one Present_Position value.
 
     `apply_drive_mode` is True on Feetech buses and False on Dynamixel ones, as in LeRobot.
@@ -219,7 +221,9 @@ def normalize(ticks: float, calibration: MotorCalibration, mode: NormMode, resol
     return 100 - value if inverted else value
 
 
-def unnormalize(value: float, calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool) -> int:
+def unnormalize(
+    value: float, calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool
+) -> int:
     """LeRobot's `MotorsBus._unnormalize` of one Goal_Position value (truncating like LeRobot)."""
     low, high = calibration.range_min, calibration.range_max
     if high == low:

@@ -91,40 +91,104 @@ class ArmDriver(LifecycleNode):
         def desc(text: str, *, read_only: bool = False, **kw: Any) -> ParameterDescriptor:
             return ParameterDescriptor(description=text, read_only=read_only, **kw)
 
-        self.declare_parameter("robot_type", "so101_follower", desc("LeRobot robot type, e.g. so101_follower, koch_leader", read_only=True))
+        self.declare_parameter(
+            "robot_type", "so101_follower", desc("LeRobot robot type, e.g. so101_follower, koch_leader", read_only=True)
+        )
         self.declare_parameter("port", "", desc("serial port of the arm (e.g. /dev/ttyACM0)", read_only=True))
         self.declare_parameter("calibration_file", "", desc("LeRobot calibration JSON of this arm", read_only=True))
-        self.declare_parameter("baudrate", 0, desc("bus baud rate; 0 = the arm's default", read_only=True, integer_range=[IntegerRange(from_value=0, to_value=4_000_000)]))
         self.declare_parameter(
-            "loop_rate", 100.0, desc("control loop rate (Hz)", read_only=True, floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)])
+            "baudrate",
+            0,
+            desc(
+                "bus baud rate; 0 = the arm's default",
+                read_only=True,
+                integer_range=[IntegerRange(from_value=0, to_value=4_000_000)],
+            ),
         )
         self.declare_parameter(
-            "max_relative_target", 0.0, desc("max distance (rad) of a goal from the measured position; 0 = off", floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2 * math.pi)])
+            "loop_rate",
+            100.0,
+            desc(
+                "control loop rate (Hz)",
+                read_only=True,
+                floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)],
+            ),
         )
         self.declare_parameter(
-            "max_velocity", 0.0, desc("max goal speed (rad/s); 0 = off", floating_point_range=[FloatingPointRange(from_value=0.0, to_value=100.0)])
+            "max_relative_target",
+            0.0,
+            desc(
+                "max distance (rad) of a goal from the measured position; 0 = off",
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2 * math.pi)],
+            ),
         )
         self.declare_parameter(
-            "command_timeout", 0.5, desc("age (s) after which a streamed command is stale and the arm holds", floating_point_range=[FloatingPointRange(from_value=0.01, to_value=60.0)])
+            "max_velocity",
+            0.0,
+            desc(
+                "max goal speed (rad/s); 0 = off",
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=100.0)],
+            ),
         )
-        self.declare_parameter("torque_off_on_shutdown", True, desc("release torque when the driver stops (the arm may fall)"))
         self.declare_parameter(
-            "joint_limits_lower", Parameter.Type.DOUBLE_ARRAY, desc("per-joint lower limits (rad), narrowing the calibrated range", read_only=True, type=ParameterType.PARAMETER_DOUBLE_ARRAY)
+            "command_timeout",
+            0.5,
+            desc(
+                "age (s) after which a streamed command is stale and the arm holds",
+                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=60.0)],
+            ),
         )
         self.declare_parameter(
-            "joint_limits_upper", Parameter.Type.DOUBLE_ARRAY, desc("per-joint upper limits (rad), narrowing the calibrated range", read_only=True, type=ParameterType.PARAMETER_DOUBLE_ARRAY)
+            "torque_off_on_shutdown", True, desc("release torque when the driver stops (the arm may fall)")
+        )
+        self.declare_parameter(
+            "joint_limits_lower",
+            Parameter.Type.DOUBLE_ARRAY,
+            desc(
+                "per-joint lower limits (rad), narrowing the calibrated range",
+                read_only=True,
+                type=ParameterType.PARAMETER_DOUBLE_ARRAY,
+            ),
+        )
+        self.declare_parameter(
+            "joint_limits_upper",
+            Parameter.Type.DOUBLE_ARRAY,
+            desc(
+                "per-joint upper limits (rad), narrowing the calibrated range",
+                read_only=True,
+                type=ParameterType.PARAMETER_DOUBLE_ARRAY,
+            ),
         )
         self.declare_parameter("bus_timeout", 0.02, desc("reply timeout beyond wire time (s)", read_only=True))
-        self.declare_parameter("bus_retries", 2, desc("retries of a failed bus transaction", read_only=True, integer_range=[IntegerRange(from_value=0, to_value=10)]))
-        self.declare_parameter("hold_after_failures", 3, desc("failed cycles in a row before reporting ERROR (the arm holds meanwhile)", integer_range=[IntegerRange(from_value=1, to_value=1000)]))
-        self.declare_parameter("connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True))
+        self.declare_parameter(
+            "bus_retries",
+            2,
+            desc(
+                "retries of a failed bus transaction",
+                read_only=True,
+                integer_range=[IntegerRange(from_value=0, to_value=10)],
+            ),
+        )
+        self.declare_parameter(
+            "hold_after_failures",
+            3,
+            desc(
+                "failed cycles in a row before reporting ERROR (the arm holds meanwhile)",
+                integer_range=[IntegerRange(from_value=1, to_value=1000)],
+            ),
+        )
+        self.declare_parameter(
+            "connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True)
+        )
         self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
         self.declare_parameter("diagnostics_period", 1.0, desc("seconds between /diagnostics reports", read_only=True))
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         for p in params:
             if p.name in ("max_relative_target", "max_velocity", "command_timeout") and self._controller is not None:
-                return SetParametersResult(successful=False, reason=f"{p.name} can only change while the driver is unconfigured")
+                return SetParametersResult(
+                    successful=False, reason=f"{p.name} can only change while the driver is unconfigured"
+                )
         return SetParametersResult(successful=True)
 
     def _param(self, name: str) -> Any:
@@ -161,7 +225,13 @@ class ArmDriver(LifecycleNode):
         self._wait_for_port(port)
         check_calibration_location(calibration_path, spec.robot_type, spec.calibration_kind)
         calibration = load_calibration(calibration_path)
-        bus = make_bus(spec, port, baudrate=self._param("baudrate") or None, timeout_s=self._param("bus_timeout"), retries=self._param("bus_retries"))
+        bus = make_bus(
+            spec,
+            port,
+            baudrate=self._param("baudrate") or None,
+            timeout_s=self._param("bus_timeout"),
+            retries=self._param("bus_retries"),
+        )
         arm = Arm(spec, bus, calibration)
         self._connect(arm)
         try:
@@ -188,7 +258,9 @@ class ArmDriver(LifecycleNode):
         self._leader = spec.role == "leader"
         self._fault = ""
         self._stats = LoopStats()
-        self.get_logger().info(f"{spec.robot_type} on {port}: {len(spec.joints)} motors found, calibration {calibration_path}")
+        self.get_logger().info(
+            f"{spec.robot_type} on {port}: {len(spec.joints)} motors found, calibration {calibration_path}"
+        )
 
     def _wait_for_port(self, port: str) -> None:
         """With connect_timeout > 0, wait for the port to appear (a fake bus or udev may create it late)."""
@@ -207,14 +279,18 @@ class ArmDriver(LifecycleNode):
                     raise
                 time.sleep(0.2)
 
-    def _narrow_limits(self, names: tuple[str, ...], lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _narrow_limits(
+        self, names: tuple[str, ...], lower: np.ndarray, upper: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         for which, values in (("lower", lower), ("upper", upper)):
             try:
                 given = list(self.get_parameter(f"joint_limits_{which}").value)
             except ParameterUninitializedException:
                 continue
             if len(given) != len(names):
-                raise ValueError(f"joint_limits_{which} needs {len(names)} values ({', '.join(names)}), got {len(given)}")
+                raise ValueError(
+                    f"joint_limits_{which} needs {len(names)} values ({', '.join(names)}), got {len(given)}"
+                )
             values[:] = np.maximum(values, given) if which == "lower" else np.minimum(values, given)
         bad = [n for n, lo, hi in zip(names, lower, upper, strict=True) if not lo < hi]
         if bad:
@@ -244,7 +320,9 @@ class ArmDriver(LifecycleNode):
         self._stop.clear()
         self._thread = threading.Thread(target=self._run_loop, name="arm_driver_loop", daemon=True)
         self._thread.start()
-        self.get_logger().info(f"active ({'leader' if self._leader else 'follower'}), loop at {self._param('loop_rate')} Hz")
+        self.get_logger().info(
+            f"active ({'leader' if self._leader else 'follower'}), loop at {self._param('loop_rate')} Hz"
+        )
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -389,7 +467,9 @@ class ArmDriver(LifecycleNode):
             self.get_logger().warning("joint_commands went stale; holding position", throttle_duration_sec=1.0)
         if out.clipped:
             self._stats.clipped_cycles += 1
-            self.get_logger().warning(f"target clipped to joint limits: {', '.join(out.clipped)}", throttle_duration_sec=1.0)
+            self.get_logger().warning(
+                f"target clipped to joint limits: {', '.join(out.clipped)}", throttle_duration_sec=1.0
+            )
         arm.write_goal(out.target)
 
     def _fail(self, reason: str) -> None:
@@ -401,6 +481,8 @@ class ArmDriver(LifecycleNode):
         arm = self._arm
         with self._stats_lock:
             periods, cycle_times = list(stats.periods), list(stats.cycle_times)
+        nominal = 1.0 / float(self._param("loop_rate"))
+        jitter = [abs(p - nominal) for p in periods]
         status = DiagnosticStatus()
         status.name = f"{self.get_name()}: {self._param('robot_type')}"
         status.hardware_id = str(self._param("port"))
@@ -425,6 +507,8 @@ class ArmDriver(LifecycleNode):
             "loop_rate_target_hz": f"{self._param('loop_rate'):.1f}",
             "loop_period_p50_ms": f"{_percentile_ms(periods, 50):.3f}",
             "loop_period_p99_ms": f"{_percentile_ms(periods, 99):.3f}",
+            "loop_jitter_p50_ms": f"{_percentile_ms(jitter, 50):.3f}",
+            "loop_jitter_p99_ms": f"{_percentile_ms(jitter, 99):.3f}",
             "cycle_time_p50_ms": f"{_percentile_ms(cycle_times, 50):.3f}",
             "cycle_time_p99_ms": f"{_percentile_ms(cycle_times, 99):.3f}",
             "cycles": str(stats.cycles),
@@ -469,9 +553,9 @@ def main(args: list[str] | None = None) -> None:
     rclpy.init(args=args)
     node = ArmDriver()
     try:
-        if node.get_parameter("autostart").value:
-            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                node.trigger_activate()
+        autostart = bool(node.get_parameter("autostart").value)
+        if autostart and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            node.trigger_activate()
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # normal stop: release below

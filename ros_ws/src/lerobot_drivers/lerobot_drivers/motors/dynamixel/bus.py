@@ -6,7 +6,9 @@ Sync reads use the SDK's SYNC READ transmit and per-id receive so that each moto
 
 from __future__ import annotations
 
+import contextlib
 import termios
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -24,6 +26,21 @@ from lerobot_drivers.motors.errors import (
 from lerobot_drivers.motors.tables import ModelInfo
 
 PROTOCOL_VERSION = 2.0
+
+
+# The SDK opens the port with timeout=0 and spins on it while waiting for a reply, which burns a core
+# and starves other Python threads of the GIL; a short blocking read waits in select() instead.
+READ_POLL_S = 0.002
+
+
+class _MonotonicPortHandler(dxl.PortHandler):  # type: ignore[misc]
+    """The SDK times replies with the wall clock (`time.time()`); a clock step makes replies time out.
+
+    Same interface, monotonic clock (milliseconds, as the SDK expects).
+    """
+
+    def getCurrentTime(self) -> float:
+        return time.monotonic() * 1000.0
 
 
 class DynamixelBus(MotorBus):
@@ -52,20 +69,20 @@ class DynamixelBus(MotorBus):
     def open(self) -> None:
         if self.is_open:
             return
-        handler = dxl.PortHandler(self.port)
+        handler = _MonotonicPortHandler(self.port)
         handler.baudrate = self.baudrate
         try:
             handler.setupPort(self.baudrate)
+            handler.ser.timeout = READ_POLL_S
         except (serial.SerialException, OSError, ValueError) as err:
             raise self.open_error(err) from None
         self._port_handler = handler
 
     def close(self) -> None:
         if self._port_handler is not None:
-            try:
+            # A device that is gone already has nothing left to release.
+            with contextlib.suppress(serial.SerialException, OSError, termios.error):
                 self._port_handler.closePort()
-            except (serial.SerialException, OSError, termios.error):
-                pass  # the device is gone already; nothing left to release
             self._port_handler = None
 
     def set_baudrate(self, baudrate: int) -> None:

@@ -120,7 +120,9 @@ def write(motor_id: int, address: int, data: bytes) -> bytes:
 
 
 def sync_read(motor_ids: Iterable[int], address: int, length: int) -> bytes:
-    return encode(BROADCAST_ID, SYNC_READ, address.to_bytes(2, "little") + length.to_bytes(2, "little") + bytes(motor_ids))
+    return encode(
+        BROADCAST_ID, SYNC_READ, address.to_bytes(2, "little") + length.to_bytes(2, "little") + bytes(motor_ids)
+    )
 
 
 def sync_write(address: int, length: int, data: Mapping[int, bytes]) -> bytes:

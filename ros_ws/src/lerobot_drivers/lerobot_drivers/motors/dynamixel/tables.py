@@ -69,7 +69,9 @@ X_SERIES_CONTROL_TABLE = table(
 
 # XL430 has no current sensor: address 126 is Present_Load (0.1 %) and 38 is unused.
 XL430_CONTROL_TABLE = {
-    **{k: v for k, v in X_SERIES_CONTROL_TABLE.items() if k not in ("Present_Current", "Current_Limit", "Goal_Current")},
+    **{
+        k: v for k, v in X_SERIES_CONTROL_TABLE.items() if k not in ("Present_Current", "Current_Limit", "Goal_Current")
+    },
     "Present_Load": X_SERIES_CONTROL_TABLE["Present_Current"],
 }
 

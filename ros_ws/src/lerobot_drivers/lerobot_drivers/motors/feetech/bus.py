@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import termios
 import time
 from collections.abc import Mapping, Sequence
@@ -53,10 +54,9 @@ class FeetechBus(MotorBus):
 
     def close(self) -> None:
         if self._serial is not None:
-            try:
+            # A device that is gone already has nothing left to release.
+            with contextlib.suppress(serial.SerialException, OSError, termios.error):
                 self._serial.close()
-            except (serial.SerialException, OSError, termios.error):
-                pass  # the device is gone already; nothing left to release
             self._serial = None
 
     def set_baudrate(self, baudrate: int) -> None:

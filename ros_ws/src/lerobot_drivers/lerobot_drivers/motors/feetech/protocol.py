@@ -46,7 +46,9 @@ def decode(packet: bytes) -> Packet:
         raise CorruptReplyError(f"not a Feetech packet: {packet.hex(' ')}")
     length = packet[3]
     if len(packet) != length + 4:
-        raise CorruptReplyError(f"packet length byte says {length} but {len(packet) - 4} bytes follow: {packet.hex(' ')}")
+        raise CorruptReplyError(
+            f"packet length byte says {length} but {len(packet) - 4} bytes follow: {packet.hex(' ')}"
+        )
     body = packet[2:-1]
     if checksum(body) != packet[-1]:
         raise CorruptReplyError(f"checksum 0x{packet[-1]:02x} != 0x{checksum(body):02x} in {packet.hex(' ')}")
