@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -154,6 +154,11 @@ class RgbEncoder(nn.Module):
         height, width = config.crop_shape if config.crop_shape is not None else image_shape[1:]
         with torch.no_grad():
             feature_shape = self.backbone(torch.zeros(1, 3, height, width)).shape
+        if feature_shape[2] * feature_shape[3] < 2:
+            raise PolicyConfigError(
+                f"camera frames of {height}x{width} (after crop_shape) give a 1x1 ResNet feature map, on which the "
+                "spatial softmax is constant; use images (or crop_shape) of at least 33 pixels on one side"
+            )
         self.pool = SpatialSoftmax(
             feature_shape[1], feature_shape[2], feature_shape[3], config.spatial_softmax_num_keypoints
         )

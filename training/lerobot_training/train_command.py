@@ -1,0 +1,153 @@
+"""`lerobot-ros train`: train ACT or a diffusion policy on a LeRobot v3 dataset, write checkpoints.
+
+lerobot-ros train --dataset DIR --policy act --out runs/act --steps 2000 --batch-size 8
+lerobot-ros train --out runs/act --resume --steps 4000     # continue (and extend) a run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from lerobot_ros.command import Command, CommandError
+
+POLICIES = ("act", "diffusion")
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", type=Path, help="LeRobot v3 dataset directory (not needed with --resume)")
+    parser.add_argument("--policy", choices=POLICIES, help="policy type to train (not needed with --resume)")
+    parser.add_argument("--out", type=Path, required=True, help="run directory: checkpoints/, log.csv, curves.png")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--steps", type=int, help="total optimisation steps (default 1000)")
+    parser.add_argument("--batch-size", type=int, help="samples per step (default 8)")
+    parser.add_argument("--lr", type=float, help="peak learning rate (default: the policy's optimizer_lr)")
+    parser.add_argument("--weight-decay", type=float, help="AdamW weight decay (default: the policy's)")
+    parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default 100)")
+    parser.add_argument("--decay-steps", type=int, help="cosine decay length in steps (default: --steps)")
+    parser.add_argument("--grad-clip-norm", type=float, help="gradient norm clip (default 10)")
+    parser.add_argument("--seed", type=int, help="seed of weights, split, batches and noise (default 1000)")
+    parser.add_argument("--val-fraction", type=float, help="fraction of episodes held out for validation (0.1)")
+    parser.add_argument("--val-every", type=int, help="steps between validation losses (default 100)")
+    parser.add_argument("--save-every", type=int, help="steps between checkpoints (default 500)")
+    parser.add_argument("--log-every", type=int, help="steps between log rows (default 10)")
+    parser.add_argument("--num-workers", type=int, help="DataLoader worker processes (default 0)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default auto: CUDA when present)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="policy config field, LeRobot's names (e.g. chunk_size=50, dim_model=256, down_dims=[64,128]); repeatable",
+    )
+    parser.add_argument("--feature", dest="features", action="append", help="input feature to use (repeatable)")
+    parser.add_argument("--image-stats", choices=("dataset", "imagenet"), help="camera normalisation statistics")
+    parser.add_argument("--augment", action="store_true", default=None, help="random colour jitter and shifts")
+    parser.add_argument("--pretrained-backbone", type=Path, help="local resnet18 weights (.safetensors or .pth)")
+    parser.add_argument("--eval-every", type=int, help="steps between sim evaluations (0 = never, the default)")
+    parser.add_argument("--eval-episodes", type=int, help="episodes per sim evaluation (default 5)")
+    parser.add_argument(
+        "--eval-env", help="environment factory module:callable (default lerobot_sim_bridge:RosRobotEnv)"
+    )
+    parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the final checkpoint to this model repo")
+    parser.add_argument("--private", action="store_true", help="create the hub repo private")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+_FLAG_FIELDS = {
+    "steps": "steps",
+    "batch_size": "batch_size",
+    "lr": "lr",
+    "weight_decay": "weight_decay",
+    "warmup_steps": "warmup_steps",
+    "decay_steps": "decay_steps",
+    "grad_clip_norm": "grad_clip_norm",
+    "seed": "seed",
+    "val_fraction": "val_fraction",
+    "val_every": "val_every",
+    "save_every": "save_every",
+    "log_every": "log_every",
+    "num_workers": "num_workers",
+    "device": "device",
+    "features": "input_features",
+    "image_stats": "image_stats",
+    "augment": "augment",
+    "pretrained_backbone": "pretrained_backbone",
+    "eval_every": "eval_every",
+    "eval_episodes": "eval_episodes",
+    "eval_env": "eval_env",
+}
+# Settings a resumed run may change; the rest would make it a different run.
+_RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "val_every", "save_every", "log_every", "eval_every",
+              "eval_episodes", "eval_env"}  # fmt: skip
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`FIELD=VALUE` pairs; VALUE is JSON when it parses (numbers, lists, null, true), a string otherwise."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set chunk_size=50")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from lerobot_training.errors import TrainingError
+    from lerobot_training.trainer import TrainConfig, Trainer
+
+    given = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if getattr(args, flag) is not None}
+    try:
+        if args.resume:
+            saved = args.out / "train_config.json"
+            if not saved.is_file():
+                raise CommandError(f"--resume: {saved} does not exist; start the run without --resume first")
+            changed = sorted(set(given) - _RESUMABLE)
+            if changed or args.overrides or args.dataset or args.policy:
+                raise CommandError(
+                    f"--resume continues the saved run; only {', '.join(sorted(_RESUMABLE))} may change "
+                    f"(got {', '.join(changed) or 'dataset/policy/--set'})"
+                )
+            config = TrainConfig.from_json({**json.loads(saved.read_text()), **given, "progress": not args.no_progress})
+        else:
+            if args.dataset is None or args.policy is None:
+                raise CommandError("--dataset and --policy are required (unless --resume)")
+            config = TrainConfig(
+                dataset=args.dataset,
+                policy=args.policy,
+                out=args.out,
+                policy_overrides=parse_overrides(args.overrides),
+                progress=not args.no_progress,
+                **given,
+            )
+        final = Trainer(config, resume=args.resume, write=print).train()
+    except TrainingError as err:
+        raise CommandError(str(err)) from None
+    except (ValueError, TypeError) as err:
+        raise CommandError(f"invalid training settings: {err}") from None
+    print(f"checkpoint: {final}")
+    if args.push_to_hub:
+        from lerobot_training.hub import push_checkpoint
+
+        try:
+            url = push_checkpoint(final, args.push_to_hub, private=args.private)
+        except TrainingError as err:
+            raise CommandError(str(err)) from None
+        print(f"pushed to {url}")
+    return 0
+
+
+COMMAND = Command(
+    name="train",
+    help="train ACT or a diffusion policy on a LeRobot v3 dataset",
+    description=__doc__ or "",
+    add_arguments=_add_arguments,
+    run=_run,
+)
