@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.context import SpawnProcess
+from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -95,9 +95,12 @@ def _worker_main(path: str, options: ConvertOptions, out: multiprocessing.Queue[
 
 def _parallel_events(bags: Sequence[Path], options: ConvertOptions, jobs: int) -> Iterator[Event]:
     """Events of every bag in order, produced by up to `jobs` worker processes."""
-    ctx = multiprocessing.get_context("spawn")
+    # Not fork: the parent runs encoder threads. The fork server starts once with the converter imported,
+    # so each worker starts in milliseconds instead of re-importing numpy/rosbags/cv2.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["lerobot_recorder.bags.convert"])
     pending = deque(bags)
-    running: deque[tuple[Path, SpawnProcess, multiprocessing.Queue[Event | None]]] = deque()
+    running: deque[tuple[Path, ForkServerProcess, multiprocessing.Queue[Event | None]]] = deque()
 
     def start_more() -> None:
         while pending and len(running) < jobs:

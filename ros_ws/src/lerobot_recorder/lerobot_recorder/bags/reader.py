@@ -129,7 +129,8 @@ class BagSource:
                 bad[conn.msgtype] = f"its embedded definition cannot be parsed ({str(err).splitlines()[0][:120]})"
         store = get_typestore(Stores.EMPTY)
         try:
-            store.register(typs)
+            # Only the bag's types and what they reference: registering a whole distro costs ~0.2 s per bag.
+            store.register(_closure(typs, {c.msgtype for c in conns}))
         except TypesysError as err:
             raise BagError(f"bag {self.path}: inconsistent message definitions: {err}") from None
         for conn in self._reader.connections:
@@ -244,6 +245,25 @@ class BagSource:
             if info.read_count != info.metadata_count:
                 out.append(f"{topic}: read {info.read_count} messages, metadata.yaml says {info.metadata_count}")
         return out
+
+
+def _closure(typs: Typesdict, roots: set[str]) -> Typesdict:
+    """The definitions of `roots` and of every type they reference (those `typs` knows)."""
+    out: Typesdict = {}
+    todo = [r for r in roots if r in typs]
+    while todo:
+        name = todo.pop()
+        if name in out:
+            continue
+        out[name] = typs[name]
+        for _, fieldtype in typs[name][1]:
+            node: Any = fieldtype
+            ref = node[1] if node[0].name == "NAME" else None
+            if node[0].name in ("ARRAY", "SEQUENCE") and node[1][0][0].name == "NAME":
+                ref = node[1][0][1]
+            if isinstance(ref, str) and ref in typs and ref not in out:
+                todo.append(ref)
+    return out
 
 
 def _zstd_decompress(raw: bytes | memoryview) -> bytes:
