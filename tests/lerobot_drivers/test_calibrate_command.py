@@ -147,3 +147,15 @@ def test_default_location_is_lerobots(monkeypatch, tmp_path):
         default_calibration_path("robots", "so101_follower", "arm1")
         == tmp_path / "calibration/robots/so101_follower/arm1.json"
     )
+
+
+def test_contract_units_are_printed_from_a_calibration(tmp_path, capsys):
+    from lerobot_drivers.arms.arm import default_fake_calibration
+    from lerobot_drivers.motors.calibration import save_calibration
+
+    path = tmp_path / "cal.json"
+    save_calibration(path, default_fake_calibration(get_arm("so101_follower")))
+    assert _run(["--robot", "so101_follower", "--contract-units", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "so101_gripper_range_0_100: {kind: range, in: [-1.571180, 1.571180], out: [0, 100]}" in out
+    assert "lerobot_so101: {kind: per_joint, default: rad_to_deg, joints: {gripper: so101_gripper_range_0_100}}" in out

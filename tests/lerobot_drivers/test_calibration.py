@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from lerobot_drivers.arms import get_arm
@@ -10,6 +11,7 @@ from lerobot_drivers.motors.calibration import (
     MotorCalibration,
     NormMode,
     check_calibration_location,
+    contract_range,
     dumps_calibration,
     lerobot_to_radians,
     load_calibration,
@@ -170,3 +172,18 @@ def _write(tmp_path, text):
     path = tmp_path / "cal.json"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("drive_mode", [0, 1])
+def test_contract_range_converter_reproduces_lerobot_gripper_values(drive_mode):
+    from lerobot_recorder.contract.units import UnitConverter
+
+    cal = MotorCalibration(id=6, drive_mode=drive_mode, homing_offset=-1290, range_min=2037, range_max=3473)
+    (a, b), (c, d) = contract_range(cal, NormMode.RANGE_0_100, 4096, True)
+    converter = UnitConverter("gripper", "range", in_range=(a, b), out_range=(c, d), source="test")
+    ticks = np.arange(1900, 3600, 7)
+    radians = np.array([ticks_to_radians(t, cal, 4096) for t in ticks])
+    expected = [normalize(t, cal, NormMode.RANGE_0_100, 4096, True) for t in ticks]
+    np.testing.assert_allclose(converter.apply(radians), expected, atol=1e-9)
+    degrees = UnitConverter("deg", "scale", factor=180 / math.pi, source="test").apply(radians)
+    np.testing.assert_allclose(degrees, [normalize(t, cal, NormMode.DEGREES, 4096, True) for t in ticks], atol=1e-9)

@@ -12,8 +12,12 @@ import select
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lerobot_ros.command import Command, CommandError
+
+if TYPE_CHECKING:
+    from lerobot_drivers.arms.spec import ArmSpec
 
 
 def default_calibration_path(kind: str, robot_type: str, arm_id: str) -> Path:
@@ -27,7 +31,7 @@ def default_calibration_path(kind: str, robot_type: str, arm_id: str) -> Path:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, help="LeRobot robot type: so100/so101/koch _follower or _leader")
-    parser.add_argument("--port", required=True, help="serial port of the arm, e.g. /dev/ttyACM0")
+    parser.add_argument("--port", default="", help="serial port of the arm, e.g. /dev/ttyACM0")
     parser.add_argument("--id", default="default", help="arm id; names the file as LeRobot does (default: default)")
     parser.add_argument("--output", default="", help="calibration file to write (default: LeRobot's location for --id)")
     parser.add_argument("--baudrate", type=int, default=0, help="bus baud rate (default: the arm's)")
@@ -37,6 +41,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--record-seconds", type=float, default=0.0, help="record ranges for this long instead of until ENTER"
+    )
+    parser.add_argument(
+        "--contract-units",
+        metavar="CALIBRATION_FILE",
+        default="",
+        help="print the contract `units:` entries that reproduce LeRobot's numbers for this calibration, and exit",
     )
 
 
@@ -90,6 +100,10 @@ def _run(args: argparse.Namespace) -> int:
         spec = get_arm(args.robot)
     except ValueError as err:
         raise CommandError(str(err)) from None
+    if args.contract_units:
+        return _print_contract_units(spec, args.contract_units)
+    if not args.port:
+        raise CommandError("--port is required to calibrate (e.g. --port /dev/ttyACM0)")
     if args.record_seconds < 0:
         raise CommandError(f"--record-seconds must be >= 0, got {args.record_seconds}")
     interactive = not (args.yes and args.record_seconds)
@@ -112,6 +126,40 @@ def _run(args: argparse.Namespace) -> int:
     save_calibration(output, calibration)
     print(dumps_calibration(calibration))
     print(f"Calibration saved to {output}")
+    return 0
+
+
+def _print_contract_units(spec: ArmSpec, path: str) -> int:
+    from lerobot_drivers.motors.calibration import (
+        NormMode,
+        check_calibration_location,
+        contract_range,
+        load_calibration,
+        validate_calibration,
+    )
+    from lerobot_drivers.motors.errors import MotorError
+
+    try:
+        check_calibration_location(path, spec.robot_type, spec.calibration_kind)
+        calibration = load_calibration(path)
+        validate_calibration(calibration, spec.expected_calibration(), spec.robot_type, path)
+    except MotorError as err:
+        raise CommandError(str(err)) from None
+    prefix = spec.robot_type.split("_")[0]
+    print(f"# contract units for {spec.robot_type} from {path}: radians on the topic -> LeRobot values")
+    print("units:")
+    ranged = {}
+    for joint in spec.joints:
+        if joint.norm_mode is NormMode.DEGREES:
+            continue
+        (a, b), (c, d) = contract_range(
+            calibration[joint.name], joint.norm_mode, spec.model(joint.name).resolution, spec.apply_drive_mode
+        )
+        name = f"{prefix}_{joint.name}_{joint.norm_mode.value}"
+        ranged[joint.name] = name
+        print(f"  {name}: {{kind: range, in: [{a:.6f}, {b:.6f}], out: [{c:g}, {d:g}]}}")
+    joints = ", ".join(f"{j}: {n}" for j, n in ranged.items())
+    print(f"  lerobot_{prefix}: {{kind: per_joint, default: rad_to_deg, joints: {{{joints}}}}}")
     return 0
 
 

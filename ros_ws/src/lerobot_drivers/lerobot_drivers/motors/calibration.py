@@ -199,6 +199,24 @@ def range_radians(calibration: MotorCalibration, resolution: int) -> tuple[float
     )
 
 
+def contract_range(
+    calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """`(in, out)` of a contract `range` converter that turns this driver's radians into LeRobot's value.
+
+    For RANGE_0_100 / RANGE_M100_100 joints: the calibrated range in radians mapped onto 0..100 / -100..100
+    (reversed when LeRobot applies an inverted drive mode), clipped like LeRobot. DEGREES joints need no
+    range: the contract's `rad_to_deg` is exact.
+    """
+    if mode is NormMode.DEGREES:
+        raise ValueError("DEGREES joints convert with rad_to_deg, not a range")
+    low, high = range_radians(calibration, resolution)
+    out = (0.0, 100.0) if mode is NormMode.RANGE_0_100 else (-100.0, 100.0)
+    if apply_drive_mode and calibration.drive_mode:
+        return (low, high), (out[1], out[0])
+    return (low, high), out
+
+
 def normalize(
     ticks: float, calibration: MotorCalibration, mode: NormMode, resolution: int, apply_drive_mode: bool
 ) -> float:
