@@ -46,6 +46,7 @@ class DatasetReader:
         self._from = np.array([int(e["dataset_from_index"]) for e in self.meta.episodes], dtype=np.int64)
         self._decoder = VideoDecoder(max_open=max_open_videos, tolerance_s=tolerance_s)
         self._columns: dict[str, Any] = {}
+        self._arrays: dict[str, npt.NDArray[Any]] = {}
 
     def __len__(self) -> int:
         return self.meta.total_frames
@@ -79,9 +80,21 @@ class DatasetReader:
 
     def _column(self, key: str) -> Any:
         if key not in self._columns:
-            assert self._table is not None
+            if self._table is None or key not in self._table.column_names:
+                raise DatasetFormatError(f"the data files of {self.root} have no column {key!r}")
             self._columns[key] = self._table.column(key)
         return self._columns[key]
+
+    def _numeric(self, key: str, spec: FeatureSpec) -> npt.NDArray[Any]:
+        """A numeric column as a (rows, dim) array of the feature's dtype, converted once."""
+        if key not in self._arrays:
+            column = self._column(key).combine_chunks()
+            if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+                values = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), -1)
+            else:
+                values = column.to_numpy(zero_copy_only=False).reshape(-1, 1)
+            self._arrays[key] = values.astype(np.dtype(spec.dtype), copy=False)
+        return self._arrays[key]
 
     def _check_index(self, index: int) -> int:
         if not -len(self) <= index < len(self):
@@ -96,17 +109,17 @@ class DatasetReader:
 
     def _value(self, key: str, spec: FeatureSpec, row: int, episode: Mapping[str, Any]) -> Any:
         if spec.dtype == "video":
-            timestamp = float(self._column("timestamp")[row].as_py())
+            timestamp = float(self._numeric("timestamp", self.meta.features["timestamp"])[row, 0])
             t = float(episode[f"videos/{key}/from_timestamp"]) + timestamp
             return self._decoder.frame_at(self.meta.video_path(episode, key), t)
-        cell = self._column(key)[row].as_py()
         if spec.dtype == "image":
-            return decode_png(cell["bytes"])
+            return decode_png(self._column(key)[row].as_py()["bytes"])
         if spec.dtype == "string":
-            return cell
+            return self._column(key)[row].as_py()
+        values = self._numeric(key, spec)[row]
         if key in BOOKKEEPING_DTYPES:
-            return np.dtype(spec.dtype).type(cell)
-        return np.asarray(cell, dtype=np.dtype(spec.dtype)).reshape(spec.shape)
+            return values[0]
+        return values.reshape(spec.shape).copy()
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         index = self._check_index(index)

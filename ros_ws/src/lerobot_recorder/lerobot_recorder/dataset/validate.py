@@ -212,11 +212,13 @@ def _check_episodes(root: Path, info: dict[str, Any], tasks: list[str] | None, r
     return rows
 
 
-def _iter_data(root: Path, report: _Report) -> Iterator[tuple[str, pa.Table]]:
+def _iter_data(root: Path, numeric: list[str], report: _Report) -> Iterator[tuple[str, list[str], pa.Table]]:
+    """(path, all column names, the numeric columns) of every data file; image bytes are not read."""
     for path in data_files(root):
         rel = str(path.relative_to(root))
         try:
-            yield rel, pq.read_table(path)
+            names = pq.read_schema(path).names
+            yield rel, names, pq.read_table(path, columns=[c for c in names if c in numeric])
         except (OSError, pa.ArrowException) as err:
             report.add(rel, f"unreadable (a parquet file without footer?): {err}")
 
@@ -233,19 +235,20 @@ def _check_data(
     columns = [k for k, f in features.items() if f.dtype != "video"]
     by_row = {int(row["dataset_from_index"]): row for row in episodes}
     position = 0
-    for rel, table in _iter_data(root, report):
-        missing = [c for c in columns if c not in table.column_names]
+    numeric = [k for k in columns if features[k].dtype not in ("image", "string")]
+    for rel, names, table in _iter_data(root, numeric, report):
+        missing = [c for c in columns if c not in names]
         if missing:
             report.add(rel, f"lacks columns {', '.join(missing)}")
             position += table.num_rows
             continue
-        extra = [c for c in table.column_names if c not in columns]
+        extra = [c for c in names if c not in columns]
         if extra:
             report.add(rel, f"has columns not declared in info.json: {', '.join(extra)}")
-        for key in columns:
+        for key in numeric:
             spec = features[key]
             column = table.column(key)
-            if spec.dtype not in ("image", "string") and spec.shape != (1,):
+            if spec.shape != (1,):
                 lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
                 if (lengths != spec.shape[0]).any():
                     report.add(rel, f"column {key!r} holds vectors whose length differs from {spec.shape[0]}")

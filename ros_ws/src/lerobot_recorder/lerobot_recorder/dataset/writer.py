@@ -194,6 +194,7 @@ class DatasetWriter:
         self._max_pending = max_pending
         self._episode: _Episode | None = None
         self._closed = False
+        self._stats_cache: list[stats_mod.EpisodeStats] | None = None
 
     @staticmethod
     def _acquire_lock(root: Path) -> IO[str]:
@@ -673,7 +674,9 @@ class DatasetWriter:
         if len(tasks) != len(meta.tasks):
             write_tasks(commit.temp_for(TASKS_PATH), tasks)
 
-        all_stats = [meta.episode_stats(r) for r in meta.episodes] + [ep_stats]
+        if self._stats_cache is None:  # parsed once per writer, not per episode
+            self._stats_cache = [meta.episode_stats(r) for r in meta.episodes]
+        all_stats = [*self._stats_cache, ep_stats]
         dataset_stats = stats_mod.to_json(stats_mod.aggregate(all_stats))
         commit.temp_for(STATS_PATH).write_text(json.dumps(dataset_stats, indent=4))
 
@@ -689,6 +692,7 @@ class DatasetWriter:
         meta.tasks = tasks
         meta.episodes.append(episodes_table.slice(episodes_table.num_rows - 1).to_pylist()[0])
         meta.stats = dataset_stats
+        self._stats_cache.append(meta.episode_stats(meta.episodes[-1]))
 
 
 def _canonical_order(row: dict[str, Any]) -> dict[str, Any]:
