@@ -106,6 +106,12 @@ def task_index_out_of_range(root: Path) -> None:
     edit_table(root / DATA, change)
 
 
+def images_left_over(root: Path) -> None:
+    folder = root / "images/observation.images.front/episode-000000"
+    folder.mkdir(parents=True)
+    (folder / "frame-000000.png").write_bytes(b"")
+
+
 @pytest.mark.parametrize(
     ("breaker", "expected"),
     [
@@ -120,6 +126,7 @@ def task_index_out_of_range(root: Path) -> None:
         (video_missing, "missing"),
         (old_version, "v2.1"),
         (task_index_out_of_range, "task_index outside"),
+        (images_left_over, "unfinished LeRobot recording"),
     ],
 )
 def test_broken_dataset_is_reported(

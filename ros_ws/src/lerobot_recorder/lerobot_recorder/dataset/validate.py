@@ -63,6 +63,8 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
             "a commit was interrupted after it was decided; finish it with "
             "`lerobot-ros dataset validate --repair ROOT` (or DatasetWriter.open)",
         )
+    if (root / "images").is_dir():
+        report.add("images/", "leftover PNG frames of an unfinished LeRobot recording (save_episode deletes them)")
     features = _check_features(info, report)
     tasks = _check_tasks(root, info, report)
     episodes = _check_episodes(root, info, tasks, report)
