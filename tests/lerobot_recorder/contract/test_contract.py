@@ -200,3 +200,24 @@ def test_depth_feature_in_metres() -> None:
     raw = np.array([1000, 2500], dtype="<u2")
     msg = SimpleNamespace(height=1, width=2, encoding="16UC1", step=4, data=raw.view(np.uint8), is_bigendian=0)
     np.testing.assert_allclose(contract.features["observation.depth"].picture(msg), [[1.0, 2.5]])
+
+
+def test_rclpy_messages_convert_like_rosbags_ones() -> None:
+    """rosidl-generated messages (array.array fields) go through the same contract code."""
+    import cv2
+    from sensor_msgs.msg import CompressedImage, Image, JointState
+
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    msg = JointState()
+    msg.name = list(reversed(SO101_JOINTS))
+    msg.position = [0.0, 0.1, 0.2, 0.3, 0.4, math.pi / 2]
+    np.testing.assert_allclose(contract.features["action"].vector(msg)[0], 90.0, rtol=1e-6)
+    rgb = np.random.default_rng(1).integers(0, 255, size=(480, 640, 3), dtype=np.uint8)
+    image = Image()
+    image.height, image.width, image.encoding, image.step = 480, 640, "bgr8", 640 * 3
+    image.data = rgb[:, :, ::-1].tobytes()
+    np.testing.assert_array_equal(contract.features["observation.images.front"].value(image), rgb)
+    compressed = CompressedImage()
+    compressed.format = "png"
+    compressed.data = cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes()
+    np.testing.assert_array_equal(decode_color(compressed, "sensor_msgs/msg/CompressedImage"), rgb)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerProcess
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from lerobot_recorder.bags.convert import (
     BagEvent,
@@ -33,6 +33,9 @@ from lerobot_recorder.bags.convert import (
 )
 from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.reader import BagSource
+
+if TYPE_CHECKING:
+    from lerobot_recorder.dataset import DatasetWriter
 
 QUEUE_FRAMES = 16
 WORKER_POLL_S = 1.0
@@ -142,7 +145,7 @@ def _serial_events(bags: Sequence[Path], options: ConvertOptions) -> Iterator[Ev
 
 def _open_writer(
     root: Path, options: ConvertOptions, repo_id: str, append: bool, codec: str | None
-) -> tuple[Any, bool]:
+) -> tuple[DatasetWriter, bool]:
     """The dataset writer and whether this run created the dataset."""
     from lerobot_recorder.dataset import DatasetWriter
 

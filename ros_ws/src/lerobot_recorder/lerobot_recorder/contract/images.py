@@ -7,6 +7,7 @@ ones alike.
 
 from __future__ import annotations
 
+import array
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,14 @@ FloatImage = npt.NDArray[np.float32]
 
 
 def _buffer(msg: Any) -> npt.NDArray[np.uint8]:
+    """The message's `data` as a flat uint8 array, without copying when it exposes a buffer."""
     data = msg.data
     if isinstance(data, np.ndarray):
         return data.view(np.uint8).reshape(-1)
-    return np.frombuffer(bytes(data), dtype=np.uint8)
+    if isinstance(data, (bytes, bytearray, memoryview, array.array)):
+        # rclpy gives uint8[] as array.array('B'), rosbags as numpy arrays.
+        return np.frombuffer(data, dtype=np.uint8)
+    return np.asarray(data, dtype=np.uint8).reshape(-1)
 
 
 def _rows(msg: Any, bytes_per_pixel: int) -> npt.NDArray[np.uint8]:
