@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, create, make_frame, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError
+from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError, EpisodeStateError
 from lerobot_recorder.dataset.validate import validate
 from lerobot_recorder.dataset.video import EpisodeVideoEncoder
 
@@ -144,3 +144,65 @@ def test_discard_episode_leaves_dataset_unchanged(tmp_path: Path) -> None:
         assert writer.start_episode("next") == 1
         writer.discard_episode()
     assert validate(root) == []
+
+
+@pytest.mark.parametrize("renames_done", [0, 1, 2, 4, 5])
+def test_commit_interrupted_between_renames_rolls_forward(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renames_done: int
+) -> None:
+    root = tmp_path / "ds"
+    with create(root) as writer:
+        written = write_episodes(writer, [5, 6], ["a"])
+    import lerobot_recorder.dataset.writer as writer_mod
+
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def crashing_replace(src: object, dst: object) -> None:
+        if str(src).endswith(".tmp"):  # the journal itself
+            real_replace(src, dst)  # type: ignore[arg-type]
+            return
+        if calls["n"] == renames_done:
+            raise KeyboardInterrupt("simulated crash between renames")
+        calls["n"] += 1
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    writer = DatasetWriter.open(root)
+    writer.start_episode("b")
+    for step in range(7):
+        writer.add_frame(make_frame(writer.features, 2, step, 7))
+    monkeypatch.setattr(writer_mod.os, "replace", crashing_replace)
+    with pytest.raises(KeyboardInterrupt):
+        writer.save_episode()
+    monkeypatch.setattr(writer_mod.os, "replace", real_replace)
+    with pytest.raises(EpisodeStateError, match="closed"):  # the writer stops; a new open() repairs
+        writer.start_episode("c")
+
+    with DatasetReader(root) as reader:  # the two earlier episodes are served unchanged meanwhile
+        assert reader.num_episodes >= 2
+        np.testing.assert_array_equal(reader[5]["action"], written[1][0]["action"])
+    assert any("interrupted" in p.message for p in validate(root))
+
+    cli = [sys.executable, "-m", "lerobot_ros.cli", "dataset", "validate", "--repair", str(root)]
+    result = subprocess.run(cli, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with DatasetReader(root) as reader:
+        assert reader.num_episodes == 3
+        assert reader.tasks == ["a", "b"]
+        assert reader[len(reader) - 1]["frame_index"] == 6
+
+
+def test_torn_journal_means_the_commit_never_happened(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with create(root) as writer:
+        write_episodes(writer, [4], ["a"])
+    staging = root / ".lerobot_ros_staging"
+    (staging / "commit").mkdir(exist_ok=True)
+    (staging / "commit" / "000-file-000.parquet").write_bytes(b"partial")
+    (staging / "commit-journal.json").write_text('{"episode_index": 1, "renames": [["')
+    DatasetWriter.open(root).close()
+    assert not (staging / "commit-journal.json").exists()
+    assert not (staging / "commit").exists()
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        assert reader.num_episodes == 1

@@ -686,7 +686,18 @@ class DatasetWriter:
         info["splits"] = {"train": f"0:{episode.index + 1}"}
         commit.temp_for(INFO_PATH).write_text(json.dumps(info, indent=4))
 
-        commit.apply()
+        try:
+            commit.apply()
+        except BaseException as err:
+            # Disk and memory may now disagree: stop this writer; the next open() rolls the commit forward.
+            self._closed = True
+            self._lock.close()
+            if isinstance(err, Exception):
+                raise DatasetError(
+                    f"committing episode {episode.index} failed ({err}); DatasetWriter.open({self._root}) "
+                    "finishes the commit"
+                ) from err
+            raise
         meta.info = info
         meta.features = {key: FeatureSpec.from_info(key, entry) for key, entry in info["features"].items()}
         meta.tasks = tasks
