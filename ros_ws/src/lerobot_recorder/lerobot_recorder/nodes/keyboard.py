@@ -1,0 +1,116 @@
+"""Keyboard control of the recorder, like `lerobot-record`'s keys, from a terminal (works over SSH).
+
+Right arrow / n: save the episode now (or end the reset) -> `<recorder>/next_episode`
+Left arrow / r: re-record the episode -> `<recorder>/rerecord_episode`
+Esc / q: save and stop recording -> `<recorder>/stop_recording`
+
+The terminal is put in cbreak mode while the node runs (no Enter needed) and restored on exit. No X display
+is needed: keys are read from the terminal, not from a global keyboard hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_srvs.srv import Trigger
+
+from lerobot_recorder.recorder.keys import HELP, Control, KeyDecoder
+
+SERVICES = {Control.NEXT: "next_episode", Control.RERECORD: "rerecord_episode", Control.STOP: "stop_recording"}
+ESC_TIMEOUT_S = 0.05
+
+
+class RecordKeyboard(Node):
+    """Turns key presses into recorder service calls."""
+
+    def __init__(self) -> None:
+        super().__init__("record_keyboard")
+        self.declare_parameter(
+            "recorder", "/recorder", ParameterDescriptor(description="recorder node name", read_only=True)
+        )
+        base = str(self.get_parameter("recorder").value).rstrip("/")
+        self._clients = {c: self.create_client(Trigger, f"{base}/{name}") for c, name in SERVICES.items()}
+        self._pending: list[Any] = []
+
+    def send(self, control: Control) -> None:
+        client = self._clients[control]
+        if not client.service_is_ready():
+            self.get_logger().warning(f"{client.srv_name} is not available (is the recorder running?)")
+            return
+        future = client.call_async(Trigger.Request())
+        future.add_done_callback(self._on_reply(control))
+        self._pending.append(future)
+
+    def _on_reply(self, control: Control) -> Any:
+        def done(future: Any) -> None:
+            reply = future.result()
+            self.get_logger().info(f"{control.value}: {reply.message}")
+
+        return done
+
+
+@contextlib.contextmanager
+def cbreak(fd: int) -> Iterator[None]:
+    """Keys arrive one by one without echo; the terminal is restored afterwards."""
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        attrs = termios.tcgetattr(fd)
+        attrs[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSANOW, attrs)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def run(node: RecordKeyboard, fd: int) -> None:
+    keys = KeyDecoder()
+    node.get_logger().info(f"keys: {HELP}")
+    while rclpy.ok():
+        ready, _, _ = select.select([fd], [], [], ESC_TIMEOUT_S)
+        if ready:
+            data = os.read(fd, 64)
+            if not data:
+                return  # the terminal closed
+            controls = keys.feed(data)
+        else:
+            controls = keys.flush()
+        for control in controls:
+            node.send(control)
+        rclpy.spin_once(node, timeout_sec=0)
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    fd = sys.stdin.fileno()
+    if not os.isatty(fd):
+        sys.stderr.write("record_keyboard reads keys from a terminal; run it in one (ssh -t works)\n")
+        raise SystemExit(2)
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = RecordKeyboard()
+    try:
+        with cbreak(fd):
+            run(node, fd)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Publishes synthetic data on every topic of a contract, at realistic rates: for tests, benches and dry runs.
+
+JointState features get smooth joint trajectories (radians), image features rgb8 pictures whose colour
+encodes the message number (so a frame can be traced back to the message it holds). Messages are built
+once as CDR bytes (rosbags) and published serialized with a fresh header stamp, so several 640x480 cameras
+at 30 fps cost little CPU. Optional faults for tests: pause topics for a while, change the image size,
+make the stamps jump back (a sim reset).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosbags.typesys import Stores, get_typestore
+
+from lerobot_recorder.contract import FeatureContract, load_contract
+from lerobot_recorder.contract.images import encode_image
+from lerobot_recorder.nodes.recorder import message_class
+
+_STAMP = struct.Struct("<iI")
+CYCLE = 60  # distinct pictures per camera, reused in a loop
+
+
+def picture_value(index: int) -> int:
+    """Grey level of picture `index` (what the recorder's frames can be checked against)."""
+    return (index % CYCLE) * 4 + 8
+
+
+class SyntheticStreams(Node):
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        super().__init__("synthetic_streams")
+
+        def desc(text: str) -> ParameterDescriptor:
+            return ParameterDescriptor(description=text, read_only=True)
+
+        self.declare_parameter("contract", "", desc("contract whose topics to publish"))
+        self.declare_parameter("joint_rate_hz", 100.0, desc("rate of JointState topics"))
+        self.declare_parameter("camera_rate_hz", 30.0, desc("rate of image topics"))
+        self.declare_parameter("pause_topics", [""], desc("topics that fall silent for a while"))
+        self.declare_parameter("pause_after_s", 0.0, desc("when the pause starts (s after start)"))
+        self.declare_parameter("pause_for_s", 0.0, desc("how long the pause lasts"))
+        self.declare_parameter("resize_after_s", 0.0, desc("from then on, images are half the contract size; 0 = no"))
+        self.declare_parameter("jump_back_after_s", 0.0, desc("from then on, stamps are jump_back_s earlier; 0 = no"))
+        self.declare_parameter("jump_back_s", 0.0, desc("size of the backwards clock jump"))
+        self.declare_parameter("duration_s", 0.0, desc("exit after this long; 0 = run until stopped"))
+        contract = load_contract(self.get_parameter("contract").value)
+        self._store = get_typestore(Stores.ROS2_KILTED)
+        self._start = time.monotonic()
+        self.done = False
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self._pause_topics = {t for t in self.get_parameter("pause_topics").value if t}
+        by_topic: dict[str, FeatureContract] = {}
+        for feat in contract.features.values():
+            by_topic.setdefault(feat.topic, feat)
+        for topic, feat in by_topic.items():
+            publisher = self.create_publisher(message_class(feat.type), topic, qos)
+            if feat.is_image:
+                rate = float(self.get_parameter("camera_rate_hz").value)
+                frames = self._pictures(feat, feat.shape[:2])
+                small = self._pictures(feat, (feat.shape[0] // 2, feat.shape[1] // 2))
+                self.create_timer(1.0 / rate, self._camera_tick(topic, publisher, frames, small))
+            else:
+                rate = float(self.get_parameter("joint_rate_hz").value)
+                self.create_timer(1.0 / rate, self._joint_tick(topic, publisher, feat))
+        self.get_logger().info(f"publishing {', '.join(by_topic)}")
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _stamp(self) -> tuple[int, int]:
+        ns = int(self.get_clock().now().nanoseconds)
+        jump_after = float(self._param("jump_back_after_s"))
+        if jump_after > 0 and self._elapsed() >= jump_after:
+            ns -= round(float(self._param("jump_back_s")) * 1e9)
+        return divmod(ns, 1_000_000_000)
+
+    def _silent(self, topic: str) -> bool:
+        duration = float(self._param("duration_s"))
+        if duration > 0 and self._elapsed() >= duration:
+            self.done = True
+        after, length = float(self._param("pause_after_s")), float(self._param("pause_for_s"))
+        return topic in self._pause_topics and after <= self._elapsed() < after + length
+
+    def _pictures(self, feat: FeatureContract, size: tuple[int, ...]) -> list[bytearray]:
+        height, width = int(size[0]), int(size[1])
+        out = []
+        for i in range(CYCLE):
+            rgb = np.full((height, width, 3), picture_value(i), dtype=np.uint8)
+            rgb[:, :, 1] = np.linspace(0, 255, width, dtype=np.uint8)[None, :]
+            h, w, encoding, step, data = encode_image(rgb, "rgb8")
+            msg = self._store.types["sensor_msgs/msg/Image"](
+                header=self._header(0, 0, feat.key),
+                height=h,
+                width=w,
+                encoding=encoding,
+                is_bigendian=0,
+                step=step,
+                data=data,
+            )
+            out.append(bytearray(self._store.serialize_cdr(msg, "sensor_msgs/msg/Image")))
+        return out
+
+    def _header(self, sec: int, nsec: int, frame_id: str) -> Any:
+        types = self._store.types
+        return types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id=frame_id)
+
+    def _camera_tick(self, topic: str, publisher: Any, frames: list[bytearray], small: list[bytearray]) -> Any:
+        count = 0
+
+        def tick() -> None:
+            nonlocal count
+            if self._silent(topic):
+                return
+            resize = float(self._param("resize_after_s"))
+            pictures = small if resize > 0 and self._elapsed() >= resize else frames
+            raw = pictures[count % CYCLE]
+            _STAMP.pack_into(raw, 4, *self._stamp())
+            publisher.publish(bytes(raw))
+            count += 1
+
+        return tick
+
+    def _joint_tick(self, topic: str, publisher: Any, feat: FeatureContract) -> Any:
+        names = list(feat.joints or feat.names or ())
+        msg_type = message_class(feat.type)
+
+        def tick() -> None:
+            if self._silent(topic):
+                return
+            msg = msg_type()
+            sec, nsec = self._stamp()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nsec
+            t = sec + nsec * 1e-9
+            msg.name = names
+            msg.position = [0.5 * math.sin(0.5 * t + i) for i in range(len(names))]
+            msg.velocity = [0.0] * len(names)
+            msg.effort = [0.0] * len(names)
+            publisher.publish(msg)
+
+        return tick
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = SyntheticStreams()
+    try:
+        while rclpy.ok() and not node.done:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
