@@ -14,7 +14,8 @@ The rule (DESIGN.md section 6, the same as the live recorder and the policy node
 
 Samples are pushed in storage order; each topic's stamps must not go backwards. Frames are released as soon
 as every feature has a sample after the frame time (or has ended), so memory stays bounded by the reordering
-in the bag, not by its length.
+in the bag, not by its length; a topic that falls silent delays frames by at most `max_lag_ns` of the others'
+time.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class Aligner:
         fps: int,
         mode: str = "hold",
         tolerance_ns: int | None = None,
-        max_buffer: int = 512,
+        max_lag_ns: int = 2 * NS,
     ) -> None:
         if mode not in ALIGN_MODES:
             raise ValueError(f"align mode must be one of {ALIGN_MODES}, got {mode!r}")
@@ -159,7 +160,7 @@ class Aligner:
         self.fps = fps
         self.mode = mode
         self.tolerance_ns = tolerance_ns
-        self.max_buffer = max_buffer
+        self.max_lag_ns = max_lag_ns
         self._buffers: dict[str, deque[Sample]] = {f.key: deque() for f in features}
         self._seq = 0
         self._next_slot = 0
@@ -219,9 +220,10 @@ class Aligner:
                 return  # past the last sample of a feature that has ended
             # A feature still streaming may deliver a sample at or before t: wait for it.
             if any(k not in self._ended and b[-1].stamp_ns <= t for k, b in self._buffers.items()):
-                if all(len(b) <= self.max_buffer for b in self._buffers.values()):
+                if max(b[-1].stamp_ns for b in self._buffers.values()) - t <= self.max_lag_ns:
                     return
-                # One topic has fallen silent while others pile up: release with what is there.
+                # One topic has fallen silent while others run ahead by more than max_lag: release with what
+                # is there (bounds memory by time, not by bag length).
                 self.report.forced_releases += 1
             picks = self._picks(t)
             slot = self._next_slot
