@@ -93,3 +93,18 @@ def test_create_refuses_existing_root(tmp_path: Path) -> None:
 
     with pytest.raises(DatasetExistsError, match=r"DatasetWriter\.open"):
         DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features())
+
+
+def test_empty_dataset_is_valid_and_reopens(tmp_path: Path) -> None:
+    from lerobot_recorder.dataset.validate import validate
+
+    root = tmp_path / "ds"
+    DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()).close()
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        assert len(reader) == 0 and reader.num_episodes == 0
+    with DatasetWriter.open(root) as writer:
+        writer.start_episode("first")
+        writer.add_frame(vector_frame(np.random.default_rng(1), 0, 1))
+        assert writer.save_episode() == 0
+    assert validate(root) == []

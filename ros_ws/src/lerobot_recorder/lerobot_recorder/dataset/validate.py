@@ -69,7 +69,8 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     tasks = _check_tasks(root, info, report)
     episodes = _check_episodes(root, info, tasks, report)
     _check_data(root, info, features, episodes, tasks, report)
-    _check_stats(root, features, report)
+    if info["total_episodes"]:  # stats.json appears with the first episode
+        _check_stats(root, features, report)
     if check_videos:
         _check_videos(root, info, features, episodes, report)
     return report.problems
