@@ -166,18 +166,12 @@ EOF
 if [[ $WITH_REFERENCE == 1 ]]; then
   # LeRobot 0.4.4's own loader in a separate venv, for the dataset compatibility tests (marker
   # `reference`). See LEROBOT_V3_FORMAT.md §12: installed --no-deps beside CPU torch; torchcodec
-  # 0.13.0 needs the system FFmpeg libraries; torchvision's CUDA-only op registrations are guarded.
+  # 0.13.0 needs the system FFmpeg libraries (apt.txt); torchvision's CUDA-only op registrations are guarded.
   step "LeRobot reference loader (.venv-lerobot-ref)"
   REF_VENV=${LEROBOT_ROS_REFERENCE_VENV:-$ROOT/.venv-lerobot-ref}
   REF_PY=$REF_VENV/bin/python
-  if ! ldconfig -p | grep -q 'libavcodec\.so\.'; then
-    if [[ $(id -u) -ne 0 ]]; then
-      fail "torchcodec needs the FFmpeg libraries; install them with: sudo apt-get install ffmpeg"
-    fi
-    echo "installing ffmpeg (shared libraries for torchcodec)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg >/dev/null
-  fi
+  ldconfig -p | grep 'libavcodec\.so\.' >/dev/null \
+    || fail "torchcodec needs the FFmpeg libraries (requirements/apt.txt); install them with: sudo apt-get install ffmpeg"
   ref_hash=$(inputs_hash requirements/lerobot-reference.txt)
   if [[ ! -f "$REF_VENV/.stamp" || "$(cat "$REF_VENV/.stamp")" != "$ref_hash" ]] \
       || ! "$REF_PY" -c 'import lerobot' 2>/dev/null; then
