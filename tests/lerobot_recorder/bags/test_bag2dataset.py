@@ -333,3 +333,44 @@ def test_output_root_that_is_not_a_dataset(make_bag: MakeBag, tmp_path: Path) ->
     with pytest.raises(BagError, match="is not a LeRobot dataset"):
         convert([make_bag("bag", duration_s=0.2)], contract_for(spec), root)
     assert sorted(p.name for p in root.iterdir()) == ["notes.txt"]
+
+
+def test_marker_split_when_a_topic_stops_in_the_first_episode(tmp_path: Path) -> None:
+    typestore = get_typestore(Stores.ROS2_HUMBLE)
+    types = typestore.types
+    base = 1_700_000_000 * NS
+    messages: list[tuple[int, str, Any]] = []
+    for topic, end_ms in (("/a", 2000), ("/b", 800)):
+        for ms in range(0, end_ms + 1, 10):
+            stamp = base + ms * 1_000_000
+            header = types["std_msgs/msg/Header"](
+                stamp=types["builtin_interfaces/msg/Time"](sec=stamp // NS, nanosec=stamp % NS), frame_id=""
+            )
+            msg = types["sensor_msgs/msg/JointState"](
+                header=header, name=["j"], position=np.array([ms / 1000]), velocity=np.zeros(0), effort=np.zeros(0)
+            )
+            messages.append((stamp, topic, msg))
+    for ms, text in ((0, "first"), (1000, "second")):
+        messages.append((base + ms * 1_000_000, "/m", types["std_msgs/msg/String"](data=text)))
+    messages.sort(key=lambda m: m[0])
+    bag = tmp_path / "bag"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns: dict[str, Any] = {}
+        for stamp, topic, msg in messages:
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msg.__msgtype__, typestore=typestore)
+            writer.write(conns[topic], stamp, typestore.serialize_cdr(msg, msg.__msgtype__))
+    joint = {"type": "sensor_msgs/msg/JointState", "joints": ["j"]}
+    contract = Contract.from_dict(
+        {
+            "robot_type": "two_topics",
+            "fps": 10,
+            "features": {"observation.a": {"topic": "/a", **joint}, "observation.b": {"topic": "/b", **joint}},
+        }
+    )
+    result = convert([bag], contract, tmp_path / "ds", task=None, split="marker:/m")
+    assert [e["task"] for e in result.episodes] == ["first"]
+    assert result.episodes[0]["frames"] == 9  # 0.0 .. 0.8 s at 10 fps
+    assert result.skipped and "no samples of observation.b" in result.skipped[0]["skipped"]
+    with DatasetReader(tmp_path / "ds") as reader:
+        np.testing.assert_allclose(reader[8]["observation.a"], [0.8], atol=1e-6)

@@ -394,9 +394,9 @@ def _stream(
                     "use --stamp receive if the header stamps are unreliable"
                 ) from None
         yield from close_active()
-    for i in range(active, len(ranges)):
-        yield from emit(aligner(i).finish(), i)
-    yield from close_active()
+    while active < len(ranges):
+        yield from emit(aligner(active).finish(), active)
+        yield from close_active()
     info["samples_outside_episodes"] = outside
     info["clock"] = _clock_report(clocks, options.stamp)
 
