@@ -142,3 +142,27 @@ def test_dataset_push_cli_uses_hfapi(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_ignore_patterns_cover_staging() -> None:
     assert any(p.startswith(".lerobot_ros_staging") for p in IGNORE_PATTERNS)
+
+
+def test_bag2dataset_push_to_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """`bag2dataset --push-to-hub` converts, then pushes through the (patched) HfApi."""
+    import huggingface_hub
+
+    from lerobot_recorder.bag_command import BAG2DATASET
+    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+
+    spec = SyntheticBagSpec(duration_s=0.2, height=24, width=32, cameras=("front",))
+    bag = write_synthetic_bag(tmp_path / "bag", spec)
+    contract_path = tmp_path / "contract.yaml"
+    contract_path.write_text(yaml.safe_dump(contract_for(spec, camera_dtype="image").to_dict()))
+    api = RecordingHfApi()
+    monkeypatch.setattr(huggingface_hub, "HfApi", lambda: api)
+    parser = argparse.ArgumentParser()
+    BAG2DATASET.add_arguments(parser)
+    root = tmp_path / "ds"
+    argv = [str(bag), "--contract", str(contract_path), "--output", str(root), "--task", "t", "--push-to-hub", "me/x"]
+    assert BAG2DATASET.run(parser.parse_args([*argv, "--quiet"])) == 0
+    assert "pushed to https://huggingface.co/datasets/me/x" in capsys.readouterr().out
+    assert api.calls[0][0] == "create_repo"
+    assert dict(api.calls)["upload_folder"]["folder_path"] == root
+    assert json.loads((root / "meta" / "info.json").read_text())["total_episodes"] == 1
