@@ -1,0 +1,1 @@
+"""`lerobot-ros topic ...` and `lerobot-ros node ...`: the ROS graph introspection commands."""
