@@ -102,9 +102,10 @@ class Arm:
             cal = self.calibration[name]
             if stored[name] != (cal.homing_offset, cal.range_min, cal.range_max):
                 changed.append(name)
+        if changed:
+            self.set_torque(False, changed)
         for name in changed:
             cal = self.calibration[name]
-            self.bus.write("Torque_Enable", name, 0)
             if self.spec.family == "dynamixel":
                 self.bus.write("Drive_Mode", name, cal.drive_mode)
             self.bus.write("Homing_Offset", name, cal.homing_offset)
@@ -155,8 +156,11 @@ class Arm:
         return goal
 
     def set_torque(self, enabled: bool, joints: Sequence[str] | None = None) -> None:
+        """Torque on or off; Feetech servos also lock their EEPROM with torque on, as LeRobot does."""
         for name in self.names if joints is None else joints:
             self.bus.write("Torque_Enable", name, 1 if enabled else 0)
+            if self.spec.family == "feetech":
+                self.bus.write("Lock", name, 1 if enabled else 0)
 
     def hold_and_enable_torque(self, joints: Sequence[str] | None = None) -> FloatArray:
         """Set each goal to the measured position, then enable torque: the arm cannot jump to a stale goal.

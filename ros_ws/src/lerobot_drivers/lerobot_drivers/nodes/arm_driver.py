@@ -414,7 +414,7 @@ class ArmDriver(LifecycleNode):
         hold_after = int(self._param("hold_after_failures"))
         next_tick = time.perf_counter()
         last_start: float | None = None
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.context.ok():
             start = time.perf_counter()
             if last_start is not None:
                 with self._stats_lock:
@@ -457,7 +457,8 @@ class ArmDriver(LifecycleNode):
         msg.position = state.positions.tolist()
         msg.velocity = state.velocities.tolist()
         msg.effort = state.efforts.tolist()
-        self._joint_states_pub.publish(msg)
+        if not self._publish(self._joint_states_pub, msg):
+            return
         if self._leader:
             return
         with self._lock:
@@ -471,6 +472,17 @@ class ArmDriver(LifecycleNode):
                 f"target clipped to joint limits: {', '.join(out.clipped)}", throttle_duration_sec=1.0
             )
         arm.write_goal(out.target)
+
+    def _publish(self, publisher: Any, msg: Any) -> bool:
+        """Publish unless ROS is shutting down (SIGINT); returns False when it is."""
+        try:
+            publisher.publish(msg)
+        except Exception:
+            if self.context.ok():
+                raise
+            self._stop.set()  # the context went away under us: the loop ends, main() releases the arm
+            return False
+        return True
 
     def _fail(self, reason: str) -> None:
         self._fault = reason
@@ -502,7 +514,8 @@ class ArmDriver(LifecycleNode):
                 level = max(level, DiagnosticStatus.WARN)
                 problems.append("servo errors: " + "; ".join(f"{k}: {v}" for k, v in stats.servo_errors.items()))
         status.level = level
-        status.message = "; ".join(problems) if problems else "ok"
+        idle = "not configured" if arm is None else ("ok" if self._thread is not None else "configured, not active")
+        status.message = "; ".join(problems) if problems else idle
         values = {
             "loop_rate_target_hz": f"{self._param('loop_rate'):.1f}",
             "loop_period_p50_ms": f"{_percentile_ms(periods, 50):.3f}",
@@ -537,7 +550,7 @@ class ArmDriver(LifecycleNode):
         array = DiagnosticArray()
         array.header.stamp = self.get_clock().now().to_msg()
         array.status = [status]
-        self._diagnostics_pub.publish(array)
+        self._publish(self._diagnostics_pub, array)
 
     def _recent_bus_trouble(self) -> bool:
         arm = self._arm
