@@ -196,21 +196,17 @@ def node_figures(rate: float, seconds: float) -> dict[str, object]:
             time.sleep(0.05)
         while publisher.get_subscription_count() < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        latencies = []
         sent: dict[int, float] = {}
-        n_commands = int(seconds * 20)
+        n_commands = min(int(seconds * 20), 200)  # 200 distinct goals, 50 ms apart
         for k in range(n_commands):
-            rad = 0.01 * ((k % 100) + 1) * (1 if k % 200 < 100 else -1)
+            rad = 0.01 * ((k % 100) + 1) * (1 if k < 100 else -1)
             ticks = radians_to_ticks(rad, calibration["shoulder_pan"], 4096)
-            goal_seen.pop(ticks, None)
             msg = JointState(name=["shoulder_pan"], position=[rad])
-            t0 = time.perf_counter()
+            sent[ticks] = time.perf_counter()
             publisher.publish(msg)
-            sent[ticks] = t0
             time.sleep(0.05)
-            if ticks in goal_seen:
-                latencies.append(goal_seen[ticks] - t0)
         time.sleep(1.0)
+        latencies = [goal_seen[t] - t0 for t, t0 in sent.items() if t in goal_seen and goal_seen[t] >= t0]
         driver.send_signal(2)
         driver.wait(10)
         executor.shutdown(timeout_sec=2)
