@@ -5,8 +5,9 @@ Pure: every function takes the current (wall or simulated) time as a float in se
 Modes:
 - `realtime`: one step per control period of wall time, like a real arm's fixed-rate loop.
 - `lockstep`: after publishing the observation stamped `t`, the next step waits until a command stamped
-  at or after `t` arrives (a controller answering every observation), or until `lockstep_timeout` of wall
-  time passed. With a deterministic controller the whole closed loop is deterministic.
+  at or after `t` arrives (a controller answering every observation), or, with a positive
+  `lockstep_timeout`, until that much wall time passed. With the default (0: wait as long as it takes)
+  and a deterministic controller the whole closed loop is deterministic.
 - `fast`: steps back to back, as fast as the CPU allows; commands apply whenever they arrive.
 """
 
@@ -76,8 +77,8 @@ class LockstepGate:
     timeouts: int = 0
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise InvalidConfigError(f"lockstep_timeout must be > 0, got {self.timeout}")
+        if not self.timeout >= 0:
+            raise InvalidConfigError(f"lockstep_timeout must be >= 0 (0 = wait forever), got {self.timeout}")
 
     def observed(self, stamp: float, wall_now: float) -> None:
         """An observation stamped `stamp` (simulated time) was published at `wall_now`."""
@@ -91,10 +92,10 @@ class LockstepGate:
             self._answered = True
 
     def ready(self, wall_now: float) -> bool:
-        """Whether to step now: answered, or waited `timeout` (then the previous target is held)."""
+        """Whether to step now: answered, or waited a positive `timeout` (then the previous target is held)."""
         if self._answered:
             return True
-        if wall_now - self._observed_at >= self.timeout:
+        if self.timeout > 0 and wall_now - self._observed_at >= self.timeout:
             self.timeouts += 1
             self._answered = True
             return True

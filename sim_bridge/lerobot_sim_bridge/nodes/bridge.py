@@ -183,10 +183,10 @@ class SimBridge(Node):
         )
         self.declare_parameter(
             "lockstep_timeout",
-            1.0,
+            0.0,
             desc(
-                "lockstep: wall seconds to wait for a command before stepping anyway",
-                floating_point_range=[FloatingPointRange(from_value=0.001, to_value=3600.0)],
+                "lockstep: wall seconds to wait for a command before stepping anyway; 0 = wait forever",
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
             ),
         )
         self.declare_parameter(
@@ -388,9 +388,12 @@ class SimBridge(Node):
                 with self._wake:
                     self._wake.wait(min(delay, 0.05))
         elif self._mode is PacingMode.LOCKSTEP:
+            # An ended episode waits for its reset, so episode lengths never depend on timing.
             with self._wake:
                 while (
-                    not self._stop.is_set() and self._pending_reset is None and not self._gate.ready(time.monotonic())
+                    not self._stop.is_set()
+                    and self._pending_reset is None
+                    and (self._episode_done or not self._gate.ready(time.monotonic()))
                 ):
                     self._wake.wait(0.01)
         return not self._stop.is_set()

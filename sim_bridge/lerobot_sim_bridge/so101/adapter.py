@@ -158,7 +158,15 @@ class SO101Adapter(SimAdapter):
     """The SO-101 pick-and-place task behind the `SimAdapter` interface (joint targets in radians)."""
 
     def __init__(self, config: SimConfig, render_mesh_dir: Path | None = None) -> None:
-        import mujoco
+        if config.cameras or os.environ.get("MUJOCO_GL"):
+            # MuJoCo refuses to import at all with an unknown MUJOCO_GL; say so before it does.
+            check_gl_backend()
+        try:
+            import mujoco
+        except (ImportError, RuntimeError) as exc:
+            raise RenderingUnavailableError(
+                f"cannot import mujoco ({exc}); install the pinned mujoco and set MUJOCO_GL=egl"
+            ) from None
 
         for camera in config.cameras:
             if camera.name not in (FRONT_CAMERA, WRIST_CAMERA):

@@ -1,0 +1,85 @@
+"""Scripted experts without ROS: the SO-101 pick-and-place success rate over fixed seeds, PushT sanity."""
+
+import numpy as np
+import pytest
+
+from lerobot_sim_bridge.adapters import SimConfig, make_adapter
+from lerobot_sim_bridge.errors import InvalidConfigError, UnknownEnvironmentError
+from lerobot_sim_bridge.experts.base import make_expert
+
+# Seeds 0..4, 30 fps, targets held 3 ticks. Measured: 5/5 here and 50/50 over seeds 0..49 (see
+# sim_bridge/README.md); the package's controller is reported to succeed at 10 Hz. The floor allows one
+# miss in five so that a numerically different CPU/BLAS (the IK uses a linear solve) does not fail CI, while
+# a broken unit conversion, joint order or hold timing drops the rate to 0.
+PICK_PLACE_SEEDS = range(5)
+PICK_PLACE_FLOOR = 4
+
+
+def run_episode(adapter, expert, seed, max_steps):
+    adapter.reset(seed)
+    expert.reset()
+    for step in range(max_steps):
+        objects = {pose.name: pose for pose in adapter.object_poses()}
+        outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
+        if outcome.terminated:
+            break
+    return outcome, step + 1
+
+
+def test_pick_place_expert_success_rate_over_fixed_seeds():
+    adapter = make_adapter("so101_pick_place", SimConfig())
+    expert = make_expert("so101_pick_place")
+    try:
+        results = [run_episode(adapter, expert, seed, max_steps=900) for seed in PICK_PLACE_SEEDS]
+    finally:
+        adapter.close()
+    successes = sum(outcome.success for outcome, _ in results)
+    print(f"pick-place expert: {successes}/{len(results)} successful, steps {[n for _, n in results]}")
+    assert successes >= PICK_PLACE_FLOOR
+
+
+def test_pick_place_expert_holds_targets_for_hold_ticks():
+    adapter = make_adapter("so101_pick_place", SimConfig())
+    expert = make_expert("so101_pick_place", hold_ticks=3)
+    try:
+        adapter.reset(0)
+        expert.reset()
+        targets = []
+        for _ in range(9):
+            objects = {pose.name: pose for pose in adapter.object_poses()}
+            targets.append(expert.act(adapter.joint_positions(), objects))
+            adapter.step(targets[-1])
+    finally:
+        adapter.close()
+    for start in (0, 3, 6):
+        np.testing.assert_array_equal(targets[start], targets[start + 1])
+        np.testing.assert_array_equal(targets[start], targets[start + 2])
+    assert not np.array_equal(targets[2], targets[3])
+
+
+def test_experts_reject_missing_objects_and_unknown_envs():
+    expert = make_expert("so101_pick_place")
+    expert.reset()
+    with pytest.raises(InvalidConfigError, match="goal"):
+        expert.act(np.zeros(6), {})
+    with pytest.raises(UnknownEnvironmentError, match="no scripted expert"):
+        make_expert("cartpole")
+
+
+def test_pusht_expert_moves_the_t_toward_the_goal():
+    adapter = make_adapter("pusht", SimConfig(fps=10))
+    expert = make_expert("pusht")
+    try:
+        best = 0.0
+        for seed in (3,):
+            adapter.reset(seed)
+            expert.reset()
+            for _ in range(150):
+                objects = {pose.name: pose for pose in adapter.object_poses()}
+                target = expert.act(adapter.joint_positions(), objects)
+                assert np.all((target >= 0) & (target <= 512))
+                best = max(best, adapter.step(target).reward)
+    finally:
+        adapter.close()
+    # Seed 3 starts with zero coverage; a pusher that reaches and pushes the T raises it.
+    assert best > 0.2
