@@ -83,7 +83,7 @@ def test_unknown_environment_is_a_clear_error():
 def test_bad_camera_configuration():
     with pytest.raises(InvalidConfigError, match="name:WIDTHxHEIGHT"):
         CameraConfig.parse("front:320by240")
-    with pytest.raises(InvalidConfigError, match="16..4096"):
+    with pytest.raises(InvalidConfigError, match=r"16\.\.4096"):
         CameraConfig.parse("front:8x8")
     with pytest.raises(InvalidConfigError, match="unique"):
         SimConfig(cameras=(CameraConfig("front"), CameraConfig("front")))

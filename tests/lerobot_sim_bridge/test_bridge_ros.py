@@ -13,14 +13,14 @@ import pytest
 import yaml
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseArray
-from lerobot_msgs.srv import ResetEnv
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-import lerobot_drivers.nodes.arm_driver as arm_driver
 from lerobot_drivers.arms.spec import JOINT_NAMES as DRIVER_JOINTS
+from lerobot_drivers.nodes import arm_driver
+from lerobot_msgs.srv import ResetEnv
 from lerobot_ros.testing import call_service, venv_script, wait_for_messages, wait_for_topic
 from lerobot_sim_bridge import topics
 

@@ -18,12 +18,14 @@ PICK_PLACE_FLOOR = 4
 def run_episode(adapter, expert, seed, max_steps):
     adapter.reset(seed)
     expert.reset()
-    for step in range(max_steps):
+    steps = 0
+    while steps < max_steps:
         objects = {pose.name: pose for pose in adapter.object_poses()}
         outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
+        steps += 1
         if outcome.terminated:
             break
-    return outcome, step + 1
+    return outcome, steps
 
 
 def test_pick_place_expert_success_rate_over_fixed_seeds():
