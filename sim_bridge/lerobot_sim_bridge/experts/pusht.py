@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -54,6 +54,10 @@ STUCK_TICKS = 30
 def _rotation(angle: float) -> FloatArray:
     c, s = math.cos(angle), math.sin(angle)
     return np.array([[c, -s], [s, c]])
+
+
+def _in_frame(point: FloatArray) -> FloatArray:
+    return np.asarray(np.clip(point, 0.0, 512.0), dtype=np.float64)
 
 
 def _wrap(angle: float) -> float:
@@ -145,12 +149,12 @@ class PushTExpert:
                 continue
             if self._pushing and index == self._contact:
                 if float(np.linalg.norm(agent - contacts[index])) < SLIP_DISTANCE:
-                    return np.clip(contacts[index] - outwards[index] * depth, 0.0, 512.0)
+                    return _in_frame(contacts[index] - outwards[index] * depth)
                 self._pushing = False
             if float(np.linalg.norm(agent - approaches[index])) < ARRIVAL_TOLERANCE:
                 self._select(index)
                 self._pushing = True
-                return np.clip(contacts[index] - outwards[index] * depth, 0.0, 512.0)
+                return _in_frame(contacts[index] - outwards[index] * depth)
             waypoint = self._first_waypoint(agent, approaches, index, free)
             if waypoint is None:
                 continue
@@ -159,19 +163,20 @@ class PushTExpert:
             if self._ticks_on_contact > STUCK_TICKS:
                 self._banned[index] = BAN_TICKS
                 self._ticks_on_contact = 0
-            return np.clip(waypoint, 0.0, 512.0)
+            return _in_frame(waypoint)
         # Nothing reachable: back away from the T's centre and try again next tick.
         away = agent - com
-        return np.clip(agent + away / max(float(np.linalg.norm(away)), 1e-6) * 20.0, 0.0, 512.0)
+        return _in_frame(agent + away / max(float(np.linalg.norm(away)), 1e-6) * 20.0)
 
     def _select(self, index: int) -> None:
         if index != self._contact:
             self._contact, self._pushing, self._ticks_on_contact = index, False, 0
 
     @staticmethod
-    def _first_waypoint(agent: FloatArray, approaches: list[FloatArray], goal: int, free: object) -> FloatArray | None:
+    def _first_waypoint(
+        agent: FloatArray, approaches: list[FloatArray], goal: int, free: Callable[[FloatArray, FloatArray], bool]
+    ) -> FloatArray | None:
         """First point of the shortest collision-free path agent -> approaches[goal] through approach points."""
-        assert callable(free)
         nodes = [agent, *approaches]
         target = goal + 1
         best = {0: 0.0}
