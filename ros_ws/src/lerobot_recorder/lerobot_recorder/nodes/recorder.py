@@ -89,6 +89,7 @@ class Recorder(LifecycleNode):
         self._status_dirty = True
         self._last_status = 0.0
         self._exit_code: int | None = None
+        self._session_pending = False
         self._control_group = ReentrantCallbackGroup()
         self._tick_group = MutuallyExclusiveCallbackGroup()
         self._sub_group = MutuallyExclusiveCallbackGroup()
@@ -340,8 +341,8 @@ class Recorder(LifecycleNode):
         assert self._sampler is not None
         fps = self._sampler.fps
         self._tick_timer = self.create_timer(1.0 / (2 * fps), self._tick, callback_group=self._tick_group)
-        if self._param("start_session"):
-            self._control(lambda wf, now: wf.begin_session(wf.task, now))
+        # Like lerobot-record, which connects the robot first: the session starts once every topic delivers.
+        self._session_pending = bool(self._param("start_session"))
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -432,6 +433,13 @@ class Recorder(LifecycleNode):
                         sink.put_frame(frame)
                 except ClockJumpError as err:
                     self._on_clock_jump(str(err))
+            if self._session_pending:
+                if sampler.silent:
+                    workflow.message = f"waiting for the first message on {', '.join(sampler.silent)}"
+                else:
+                    self._session_pending = False
+                    workflow.message = ""
+                    self._control(lambda wf, now: wf.begin_session(wf.task, now))
             self._control(lambda wf, now: wf.tick(now))
         if self._status_dirty or time.monotonic() - self._last_status > 0.5:
             self._publish_status()
@@ -450,8 +458,8 @@ class Recorder(LifecycleNode):
             for command in commands:
                 self._execute(command, now_ns)
             if workflow.state is not before:
-                self._status_dirty = True
                 self._on_state_change(before, workflow.state)
+                self._publish_status()
             return commands
 
     def _execute(self, command: Command, now_ns: int) -> None:
@@ -729,6 +737,11 @@ class Recorder(LifecycleNode):
             goal_handle.abort()
         return result
 
+    def publish_final_status(self, linger_s: float = 0.3) -> None:
+        """Publish the status once more and give subscribers a moment to receive it before the node exits."""
+        self._publish_status()
+        time.sleep(linger_s)
+
     def request_exit(self, code: int) -> None:
         """Make `main` exit with `code`."""
         self._exit_code = code
@@ -757,6 +770,8 @@ def main(args: list[str] | None = None) -> None:
         while rclpy.ok() and node.exit_code is None:
             executor.spin_once(timeout_sec=0.1)
         code = node.exit_code or 0
+        if code is not None:
+            node.publish_final_status()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass  # Ctrl-C: the open episode is discarded below, saved ones are safe
     finally:

@@ -116,7 +116,8 @@ class SyntheticStreams(Node):
 
     def _header(self, sec: int, nsec: int, frame_id: str) -> Any:
         types = self._store.types
-        return types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id=frame_id)
+        stamp = types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+        return types["std_msgs/msg/Header"](stamp=stamp, frame_id=frame_id)
 
     def _camera_tick(self, topic: str, publisher: Any, frames: list[bytearray], small: list[bytearray]) -> Any:
         count = 0

@@ -105,6 +105,11 @@ class LiveSampler:
         """Features without a sample yet in this episode (frame 0 waits for them)."""
         return [k for k, f in self.report.features.items() if f.first_stamp_ns is None]
 
+    @property
+    def silent(self) -> list[str]:
+        """Features that never had a sample since the sampler was made (episode or not)."""
+        return [k for k in self.features if k not in self._last_stamp]
+
     def start(self, start_ns: int) -> None:
         """Begin an episode at `start_ns` (samples stamped earlier are not used)."""
         self._start_ns = start_ns

@@ -1,0 +1,123 @@
+"""The ROS side of `lerobot-ros bag record`: raw subscriptions feeding a `SplittingBagWriter` thread."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from lerobot_recorder.nodes.recorder import message_class
+from lerobot_recorder.recorder import RecorderError
+from lerobot_recorder.recorder.bag_writer import SplittingBagWriter, TopicSelection, topics_to_record
+from lerobot_recorder.recorder.messages import build_typestore
+
+
+class BagRecorder(Node):
+    """Records the selected topics (found again every second, for --regex / --all) into an mcap bag."""
+
+    def __init__(
+        self, selection: TopicSelection, output: Path, *, max_bytes: int = 0, max_duration_ns: int = 0, **kw: Any
+    ) -> None:
+        super().__init__("bag_recorder", **kw)
+        self.selection = selection
+        self._prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+        self._writer = SplittingBagWriter(
+            output, build_typestore([], self._prefixes), max_bytes=max_bytes, max_duration_ns=max_duration_ns
+        )
+        self._queue: queue.Queue[tuple[str, int, bytes] | None] = queue.Queue(maxsize=20000)
+        self._subscribed: dict[str, Any] = {}
+        self._skipped: set[str] = set()
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._write_loop, name="bag-writer", daemon=True)
+        self._thread.start()
+        self.discover()
+        self.create_timer(1.0, self.discover)
+
+    @property
+    def topics(self) -> list[str]:
+        """Topics being recorded."""
+        return sorted(self._subscribed)
+
+    def discover(self) -> None:
+        """Subscribe to selected topics that appeared since the last look."""
+        wanted = topics_to_record(self.selection, self.get_topic_names_and_types())
+        for topic, msgtype in wanted.items():
+            if topic in self._subscribed or topic in self._skipped:
+                continue
+            try:
+                store = build_typestore([msgtype], self._prefixes)
+                self._writer.typestore.register({msgtype: store.fielddefs[msgtype]})
+                self._register_deps(store, msgtype)
+                self._writer.add_topic(topic, msgtype)
+                cls = message_class(msgtype)
+            except RecorderError as err:
+                self._skipped.add(topic)
+                self.get_logger().warning(f"not recording {topic}: {err}")
+                continue
+            self._subscribed[topic] = self.create_subscription(
+                cls, topic, lambda raw, topic=topic: self._on_message(topic, raw), self._qos_for(topic), raw=True
+            )
+            self.get_logger().info(f"recording {topic} ({msgtype})")
+
+    def _register_deps(self, store: Any, msgtype: str) -> None:
+        pending, seen = [msgtype], set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name not in self._writer.typestore.fielddefs:
+                self._writer.typestore.register({name: store.fielddefs[name]})
+            for _, node in store.fielddefs[name][1]:
+                kind, detail = node[0].name, node[1]
+                if kind == "NAME":
+                    pending.append(detail)
+                elif kind in ("ARRAY", "SEQUENCE") and detail[0][0].name == "NAME":
+                    pending.append(detail[0][1])
+
+    def _qos_for(self, topic: str) -> QoSProfile:
+        infos = self.get_publishers_info_by_topic(topic)
+        reliable = bool(infos) and all(i.qos_profile.reliability == ReliabilityPolicy.RELIABLE for i in infos)
+        latched = bool(infos) and all(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos)
+        return QoSProfile(
+            depth=100,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+        )
+
+    def _on_message(self, topic: str, raw: bytes) -> None:
+        self._queue.put((topic, int(self.get_clock().now().nanoseconds), raw))
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            try:
+                self._writer.write(*item)
+            except (RecorderError, OSError) as err:
+                self.error = f"writing the bag failed: {err}"
+
+    def finish(self) -> dict[str, Any]:
+        """Stop recording and close the bag(s); returns a summary."""
+        for sub in self._subscribed.values():
+            self.destroy_subscription(sub)
+        self._queue.put(None)
+        self._thread.join()
+        start = time.monotonic()
+        stats = self._writer.close()
+        return {
+            "bags": [str(b) for b in stats.bags],
+            "messages": dict(stats.messages),
+            "bytes": stats.bytes,
+            "close_s": round(time.monotonic() - start, 3),
+            "error": self.error,
+        }

@@ -1,0 +1,87 @@
+"""`lerobot-ros bag record`: record topics into an mcap bag (there is no `ros2 bag` in the PyPI install)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from pathlib import Path
+
+from lerobot_ros.command import Command, CommandError
+
+
+def _add_bag(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    record = verbs.add_parser("record", help="record topics into an mcap bag", description=__doc__)
+    record.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to record")
+    record.add_argument("-a", "--all", action="store_true", help="record every topic (but /rosout, /parameter_events)")
+    record.add_argument("-e", "--regex", default=None, help="record topics matching this regular expression")
+    record.add_argument("-x", "--exclude", default=None, help="skip topics matching this regular expression")
+    record.add_argument("-o", "--output", type=Path, required=True, help="bag folder to create")
+    record.add_argument("--max-bag-size", type=float, default=0.0, metavar="MB", help="split after this many MB")
+    record.add_argument("--max-bag-duration", type=float, default=0.0, metavar="S", help="split after this long")
+    record.add_argument("--duration", type=float, default=0.0, metavar="S", help="stop after this long (0: Ctrl-C)")
+    record.add_argument("--use-sim-time", action="store_true", help="stamp messages with /clock time")
+
+
+def _run_bag(args: argparse.Namespace) -> int:
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from lerobot_recorder.nodes.bag_recorder import BagRecorder
+    from lerobot_recorder.recorder import RecorderError, TopicSelectionError
+    from lerobot_recorder.recorder.bag_writer import TopicSelection
+    from lerobot_ros.dds import apply_ros_environment
+
+    if args.max_bag_size < 0 or args.max_bag_duration < 0 or args.duration < 0:
+        raise CommandError("--max-bag-size, --max-bag-duration and --duration must be >= 0")
+    try:
+        selection = TopicSelection(tuple(args.topics), args.regex, args.all, args.exclude)
+    except TopicSelectionError as err:
+        raise CommandError(str(err)) from None
+    apply_ros_environment()
+    rclpy.init()
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        try:
+            node = BagRecorder(
+                selection,
+                args.output,
+                max_bytes=round(args.max_bag_size * 1e6),
+                max_duration_ns=round(args.max_bag_duration * 1e9),
+                parameter_overrides=[Parameter("use_sim_time", value=args.use_sim_time)],
+            )
+        except RecorderError as err:
+            raise CommandError(str(err)) from None
+        print(f"recording into {args.output} (Ctrl-C to stop)", flush=True)
+        start = time.monotonic()
+        while not stop and rclpy.ok() and node.error is None:
+            rclpy.spin_once(node, timeout_sec=0.1)
+            if args.duration and time.monotonic() - start >= args.duration:
+                break
+        summary = node.finish()
+        node.destroy_node()
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+    print(json.dumps(summary, indent=2))
+    if summary["error"]:
+        raise CommandError(summary["error"], exit_code=1)
+    return 0
+
+
+BAG = Command(
+    name="bag",
+    help="record topics into an mcap bag (bag record)",
+    add_arguments=_add_bag,
+    run=_run_bag,
+    description="Record ROS 2 topics into rosbag2 mcap bags, from raw subscriptions, with size/duration splits.",
+)
