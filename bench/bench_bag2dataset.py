@@ -1,7 +1,8 @@
 """Bag -> dataset conversion throughput, against LeRobot's own writer as a baseline, in the same run.
 
-Synthetic bags (lerobot_recorder.bags.synthetic): 2 cameras 640x480 @ 30 fps (sensor_msgs/Image rgb8) and
-JointState @ 100 Hz (state and commands), header stamps with jitter, mcap. Default: 10 episodes x 30 s.
+Synthetic bags (lerobot_recorder.bags.synthetic): 2 cameras 640x480 @ 30 fps (sensor_msgs/Image rgb8, with
+sensor noise so frames compress like a real camera's) and JointState @ 100 Hz (state and commands), header
+stamps with jitter, mcap. Default: 10 episodes x 30 s.
 
 * ours: `lerobot-ros bag2dataset`'s pipeline (`convert_bags`), libsvtav1, with --jobs 1 and 2;
 * baseline: the straightforward path -- deserialize every message with rosbags (AnyReader), hold-resample at the
@@ -162,12 +163,12 @@ def _figures(result: dict[str, Any], seconds: float) -> dict[str, Any]:
     }
 
 
-def make_bags(work: Path, episodes: int, duration: float, tag: str) -> list[Path]:
+def make_bags(work: Path, episodes: int, duration: float, tag: str, noise: float) -> list[Path]:
     from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_bag
 
     folder = work / tag
     folder.mkdir(parents=True, exist_ok=True)
-    spec = SyntheticBagSpec(duration_s=duration)
+    spec = SyntheticBagSpec(duration_s=duration, noise=noise)
     fields = {k: v for k, v in spec.__dict__.items() if k != "extra"}
     fields["cameras"], fields["compressed"], fields["joints"] = list(spec.cameras), [], list(spec.joints)
     (folder / "spec.json").write_text(json.dumps(fields))
@@ -188,6 +189,7 @@ def main() -> int:
     parser.add_argument("--codec", default="libsvtav1", choices=("libsvtav1", "h264"))
     parser.add_argument("--workdir", type=Path, default=None, help="where bags and datasets go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--noise", type=float, default=3.0, help="camera sensor noise std (grey levels)")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--child", choices=("ours",), help=argparse.SUPPRESS)
     parser.add_argument("--bags", nargs="*", type=Path, help=argparse.SUPPRESS)
@@ -210,8 +212,8 @@ def main() -> int:
 
 def _bench(args: argparse.Namespace, work: Path) -> int:
     t = time.perf_counter()
-    bags = make_bags(work, args.episodes, args.duration, "full")
-    short = make_bags(work, 1, args.duration / 3, "short")
+    bags = make_bags(work, args.episodes, args.duration, "full", args.noise)
+    short = make_bags(work, 1, args.duration / 3, "short", args.noise)
     recorded_s = args.episodes * args.duration
     print(f"bags: {args.episodes} x {args.duration:.0f} s written in {time.perf_counter() - t:.1f} s", flush=True)
     me = [sys.executable, str(Path(__file__).resolve()), "--child", "ours", "--codec", args.codec]
@@ -219,7 +221,7 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
         "setup": {
             "episodes": args.episodes,
             "episode_s": args.duration,
-            "cameras": "2 x 640x480 rgb8 @ 30 fps (sensor_msgs/Image)",
+            "cameras": f"2 x 640x480 rgb8 @ 30 fps (sensor_msgs/Image), sensor noise std {args.noise}",
             "joints": "JointState @ 100 Hz (state + commands)",
             "dataset_fps": 30,
             "codec": args.codec,
@@ -235,6 +237,8 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
         print(f"ours --jobs {jobs}: {runs[f'jobs_{jobs}']}", flush=True)
     out = work / "ours_short"
     short_run = _measure([*me, "--jobs", "1", "--out", str(out), "--bags", *map(str, short)], out)
+    out = work / "ours_one"
+    one_run = _measure([*me, "--jobs", "1", "--out", str(out), "--bags", str(bags[0])], out)
     baseline: dict[str, Any] | None = None
     if args.skip_baseline:
         note = "skipped (--skip-baseline)"
@@ -266,9 +270,10 @@ def _bench(args: argparse.Namespace, work: Path) -> int:
             "target": ">= 2",
         }
     results["memory_vs_bag_length"] = {
-        "peak_rss_mb_full_length": runs["jobs_1"]["peak_rss_mb"],
-        "peak_rss_mb_third_length": round(short_run["peak_rss_mb"], 1),
-        "note": "one process per run; --jobs 1 at the full and at a third of the episode length",
+        "peak_rss_mb_one_bag_full_length": round(one_run["peak_rss_mb"], 1),
+        "peak_rss_mb_one_bag_third_length": round(short_run["peak_rss_mb"], 1),
+        "peak_rss_mb_all_bags": runs["jobs_1"]["peak_rss_mb"],
+        "note": "one process per run, --jobs 1; one bag of the full episode length against one a third as long",
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "bag2dataset.json"

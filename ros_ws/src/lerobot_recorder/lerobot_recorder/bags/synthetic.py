@@ -9,6 +9,7 @@ tests can recompute what any frame must hold.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Iterator, Sequence
@@ -57,6 +58,7 @@ class SyntheticBagSpec:
     task_topic: str | None = None
     tasks: Sequence[tuple[float, str]] = ()  # (time offset s, task text) published on task_topic
     seed: int = 0
+    noise: float = 0.0  # sensor noise std of the camera pictures (see camera_pixels)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,15 +69,32 @@ def joint_positions(t_s: float, joints: int, command: bool = False) -> npt.NDArr
     return out + 0.05 if command else out
 
 
-def camera_pixels(frame: int, cam_index: int, height: int, width: int) -> npt.NDArray[np.uint8]:
-    """The RGB picture camera `cam_index` takes as its `frame`-th image (smooth, varies with frame)."""
+def camera_pixels(frame: int, cam_index: int, height: int, width: int, noise: float = 0.0) -> npt.NDArray[np.uint8]:
+    """The RGB picture camera `cam_index` takes as its `frame`-th image (smooth, varies with frame).
+
+    `noise` > 0 adds deterministic Gaussian sensor noise of that standard deviation (grey levels), which makes
+    frames as hard to compress as a real camera's.
+    """
     x = np.arange(width, dtype=np.int64)[None, :]
     y = np.arange(height, dtype=np.int64)[:, None]
     img = np.empty((height, width, 3), dtype=np.uint8)
     img[:, :, 0] = (x // 2 + frame * 3) % 256
     img[:, :, 1] = (y // 2 + frame) % 256
     img[:, :, 2] = (cam_index * 80 + frame * 5) % 256
+    if noise > 0:
+        grain = _grain(height, width, noise, (frame * 7 + cam_index) % GRAIN_PLANES)
+        img = np.clip(img.astype(np.int16) + grain, 0, 255).astype(np.uint8)
     return img
+
+
+GRAIN_PLANES = 8
+
+
+@functools.lru_cache(maxsize=GRAIN_PLANES * 2)
+def _grain(height: int, width: int, noise: float, plane: int) -> npt.NDArray[np.int16]:
+    """One of a few fixed noise planes (drawn once: drawing per frame costs more than the rest of the bag)."""
+    rng = np.random.default_rng(plane)
+    return np.round(rng.normal(0.0, noise, size=(height, width, 1))).astype(np.int16)
 
 
 def _stamp_msg(ts: Any, stamp_ns: int, frame_id: str) -> Any:
@@ -135,7 +154,7 @@ def _messages(spec: SyntheticBagSpec, ts: Any) -> Iterator[tuple[int, str, Any]]
 
 def _image(spec: SyntheticBagSpec, ts: Any, stamp: int, i: int, cam: int, compressed: bool, name: str) -> Any:
     header = _stamp_msg(ts, stamp, f"{name}_optical")
-    rgb = camera_pixels(i, cam, spec.height, spec.width)
+    rgb = camera_pixels(i, cam, spec.height, spec.width, spec.noise)
     if compressed:
         import cv2
 
