@@ -25,6 +25,7 @@ from lerobot_ros.command import Command, CommandError
 DEFAULT_TRUNCATE_LENGTH = 128
 REPORT_PERIOD_S = 1.0
 ACK_TIMEOUT_S = 3.0
+UNKNOWN_NODE_NAME = "_NODE_NAME_UNKNOWN_"
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -306,15 +307,23 @@ def _info(args: argparse.Namespace) -> int:
         topic = cli.expand_topic(args.topic)
         cli.wait_for_topic(topic, args.timeout)
         cli.spin_for(args.spin_time - (time.monotonic() - started))
+
+        def endpoints() -> tuple[list[Any], list[Any]] | None:
+            found = cli.node.get_publishers_info_by_topic(topic), cli.node.get_subscriptions_info_by_topic(topic)
+            # An endpoint's node is known only once its participant's discovery info has arrived.
+            return found if all(e.node_name != UNKNOWN_NODE_NAME for e in found[0] + found[1]) else None
+
+        publishers, subscriptions = cli.poll(endpoints, args.timeout - (time.monotonic() - started)) or (
+            cli.node.get_publishers_info_by_topic(topic),
+            cli.node.get_subscriptions_info_by_topic(topic),
+        )
         types = cli.topic_types().get(topic, [])
-        publishers = cli.node.get_publishers_info_by_topic(topic)
-        subscriptions = cli.node.get_subscriptions_info_by_topic(topic)
     separator = "\n" if args.verbose else ""
     print(f"Type: {', '.join(types)}{separator}")
-    for title, endpoints in (("Publisher count", publishers), ("Subscription count", subscriptions)):
-        print(f"{title}: {len(endpoints)}{separator}")
+    for title, endpoint_list in (("Publisher count", publishers), ("Subscription count", subscriptions)):
+        print(f"{title}: {len(endpoint_list)}{separator}")
         if args.verbose:
-            for endpoint in endpoints:
+            for endpoint in endpoint_list:
                 print(f"{endpoint}\n")
     return 0
 
