@@ -30,7 +30,7 @@ def test_info_lists_publishers_and_services(talker, cli):
     publishers = lines[lines.index("  Publishers:") + 1 : lines.index("  Service Servers:")]
     assert "    /x/chatter: std_msgs/msg/String" in publishers
     assert "    /x/demo_talker/get_parameters: rcl_interfaces/srv/GetParameters" in lines
-    assert lines[-2:] == ["  Action Servers:", "  Action Clients:"]
+    assert lines[-4:] == ["  Action Servers:", "", "  Action Clients:", ""]
 
 
 @pytest.mark.ros

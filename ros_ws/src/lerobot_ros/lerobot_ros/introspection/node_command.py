@@ -107,10 +107,10 @@ def _info(args: argparse.Namespace) -> int:
         print(f"warning: {duplicates} nodes in the graph are named {target}; showing them merged", file=sys.stderr)
     print(target)
     for title, entries in sections:
+        shown = [(n, types) for n, types in sorted(entries) if args.include_hidden or not is_hidden_name(n)]
         print(f"  {title}:")
-        for entry_name, types in sorted(entries):
-            if args.include_hidden or not is_hidden_name(entry_name):
-                print(f"    {entry_name}: {', '.join(types)}")
+        # Like `ros2 node info`: one line per entry, an empty line for an empty section.
+        print("\n".join(f"    {entry_name}: {', '.join(types)}" for entry_name, types in shown))
     return 0
 
 
