@@ -64,10 +64,12 @@ class StatusWatcher:
     """Keeps every RecorderStatus the recorder publishes."""
 
     def __init__(self, node: Any, topic: str = "/recorder/status") -> None:
-        from lerobot_msgs.msg import RecorderStatus
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+        from lerobot_msgs.msg import RecorderStatus
+
         self.messages: list[Any] = []
+        self._since = 0
         self._lock = threading.Lock()
         qos = QoSProfile(depth=50, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
         node.create_subscription(RecorderStatus, topic, self._on, qos)
@@ -76,11 +78,17 @@ class StatusWatcher:
         with self._lock:
             self.messages.append(msg)
 
+    def mark(self) -> int:
+        """Later waits look only at statuses published after this call."""
+        with self._lock:
+            self._since = len(self.messages)
+        return self._since
+
     def wait_for(self, predicate: Any, timeout: float = 30.0, what: str = "status") -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                for msg in reversed(self.messages):
+                for msg in reversed(self.messages[self._since :]):
                     if predicate(msg):
                         return msg
             time.sleep(0.05)

@@ -41,7 +41,9 @@ def test_keys_next_rerecord_stop() -> None:
 
 def test_single_episode_goal_and_task_change() -> None:
     wf = EpisodeWorkflow(WorkflowConfig(episode_time_s=10, reset_time_s=5, num_episodes=1))
-    assert actions(wf.request_episode("stack", 1.5, 0.0)) == ["start"]
+    wf.set_task("session task")
+    assert [c.task for c in wf.request_episode("stack", 1.5, 0.0)] == ["stack"]
+    assert wf.task == "session task" and wf.episode_task == "stack"
     with pytest.raises(WorkflowError, match="idle"):
         wf.request_episode("again", 1.0, 0.1)
     wf.set_task("next task")

@@ -40,12 +40,12 @@ class RecordKeyboard(Node):
             "recorder", "/recorder", ParameterDescriptor(description="recorder node name", read_only=True)
         )
         base = str(self.get_parameter("recorder").value).rstrip("/")
-        self._clients = {c: self.create_client(Trigger, f"{base}/{name}") for c, name in SERVICES.items()}
+        self._triggers = {c: self.create_client(Trigger, f"{base}/{name}") for c, name in SERVICES.items()}
         self._pending: list[Any] = []
 
     def send(self, control: Control) -> None:
-        client = self._clients[control]
-        if not client.service_is_ready():
+        client = self._triggers[control]
+        if not client.service_is_ready() and not client.wait_for_service(timeout_sec=5.0):
             self.get_logger().warning(f"{client.srv_name} is not available (is the recorder running?)")
             return
         future = client.call_async(Trigger.Request())

@@ -84,6 +84,7 @@ class EpisodeWorkflow:
         self.config = config
         self.state = State.IDLE
         self.task = ""
+        self.episode_task = ""
         self.message = ""
         self.saved_in_session = 0
         self._session = False
@@ -110,9 +111,10 @@ class EpisodeWorkflow:
         self.state = state
         self._since = now
 
-    def _start(self, now: float) -> list[Command]:
+    def _start(self, now: float, task: str | None = None) -> list[Command]:
+        self.episode_task = self.task if task is None else task
         self._enter(State.RECORDING, now)
-        return [Command(Action.START, self.task)]
+        return [Command(Action.START, self.episode_task)]
 
     def begin_session(self, task: str, now: float) -> list[Command]:
         """Start recording `num_episodes` episodes of `task` (from idle)."""
@@ -127,17 +129,20 @@ class EpisodeWorkflow:
         return self._start(now)
 
     def request_episode(self, task: str, duration_s: float, now: float) -> list[Command]:
-        """Record one episode of `task` for `duration_s` (<= 0: episode_time_s), then save it and go idle."""
+        """Record one episode of `task` for `duration_s` (<= 0: episode_time_s), then save it and go idle.
+
+        `task` applies to this episode only; the session task (`task`) stays.
+        """
         if self.state not in (State.IDLE, State.STOPPED):
             raise WorkflowError(
                 f"the recorder is {self.state.name.lower()}; episodes can be requested only when it is idle"
             )
-        self.task = validate_task(task)
+        validate_task(task)
         self._session = False
         self._duration_s = duration_s if duration_s > 0 and math.isfinite(duration_s) else self.config.episode_time_s
         self._stop_after_save = False
         self.message = ""
-        return self._start(now)
+        return self._start(now, task)
 
     def set_task(self, task: str) -> None:
         """Change the task of the next episodes (the one being recorded keeps its task)."""

@@ -1,0 +1,125 @@
+"""Episode controls through every door: the RecordEpisode action, the Trigger services and the keyboard node."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from recorder_helpers import start_recorder, start_streams, status_watcher
+
+from lerobot_recorder.dataset import DatasetReader
+from lerobot_ros.testing import call_service, venv_script, wait_for_service
+
+pytestmark = pytest.mark.ros
+
+
+def wait_future(future: Any, timeout: float, what: str) -> Any:
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(timeout), f"{what} did not complete within {timeout} s"
+    return future.result()
+
+
+def record_one_episode(node: Any, task: str, duration_s: float) -> tuple[Any, list[Any]]:
+    from lerobot_msgs.action import RecordEpisode
+    from rclpy.action import ActionClient
+
+    client = ActionClient(node, RecordEpisode, "/recorder/record_episode")
+    assert client.wait_for_server(timeout_sec=30), "the record_episode action server did not appear"
+    feedback: list[Any] = []
+    goal = RecordEpisode.Goal(task=task, duration_s=duration_s)
+    handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), 10, "goal")
+    assert handle.accepted
+    result = wait_future(handle.get_result_async(), 30, "the episode").result
+    return result, feedback
+
+
+class Keyboard:
+    """The keyboard node on a pseudo-terminal, as a user's ssh session would run it."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.master, slave = pty.openpty()
+        self.log = log.open("w")
+        self.proc = subprocess.Popen(
+            [venv_script("record_keyboard")],
+            stdin=slave,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(slave)
+
+    def press(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        os.close(self.master)
+        self.log.close()
+
+
+def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ros_env, tmp_path: Path) -> None:
+    from std_srvs.srv import Trigger
+
+    root = tmp_path / "ds"
+    watcher = status_watcher(ros_node)
+    start_streams(processes)
+    start_recorder(processes, root, start_session=False, episode_time_s=30.0, reset_time_s=0.3, num_episodes=5)
+    watcher.wait_state("idle", timeout=40)
+
+    result, feedback = record_one_episode(ros_node, "goal task: stack the ‘blue’ cube", 1.0)
+    assert result.saved, result.message
+    assert (result.episode_index, result.path) == (0, str(root))
+    assert 10 <= result.frames <= 31
+    assert feedback and feedback[-1].feedback.elapsed_s > 0
+    watcher.wait_state("idle", num_episodes=1)
+
+    watcher.mark()
+    reply = call_service(ros_node, Trigger, "/recorder/start_session", Trigger.Request())
+    assert reply.success, reply.message
+    watcher.wait_state("recording", episode_index=1)
+    time.sleep(0.7)
+    watcher.mark()
+    reply = call_service(ros_node, Trigger, "/recorder/next_episode", Trigger.Request())
+    assert reply.success, reply.message
+    watcher.wait_state("recording", episode_index=2)  # saved early, reset 0.3 s, next one started
+
+    wait_for_service(ros_node, Trigger, "/recorder/rerecord_episode")
+    keyboard = Keyboard(ros_env, tmp_path / "keyboard.log")
+    try:
+        time.sleep(2.0)  # the keyboard node discovers the services
+        watcher.mark()
+        keyboard.press(b"\x1b[D")  # left arrow: re-record
+        watcher.wait_state("resetting", episode_index=2)
+        watcher.mark()
+        watcher.wait_state("recording", episode_index=2)
+        time.sleep(0.7)
+        watcher.mark()
+        keyboard.press(b"\x1b")  # Esc: save and stop
+        watcher.wait_state("stopped", num_episodes=3)
+    finally:
+        keyboard.stop()
+    log = (tmp_path / "keyboard.log").read_text()
+    assert "rerecord" in log and "stop" in log, log
+
+    reader = DatasetReader(root)
+    assert reader.num_episodes == 3
+    tasks = [reader[reader.episode_range(e)[0]]["task"] for e in range(3)]
+    assert tasks == ["goal task: stack the ‘blue’ cube", "pick the cube", "pick the cube"]
+    # the re-recorded attempt was discarded: the last episode is the 0.7 s one recorded after it
+    first, last = reader.episode_range(2)
+    assert last - first < 40
