@@ -34,7 +34,7 @@ RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 def start_bridge(processes, env, name="bridge", wait=True, **params):
     argv = [venv_script("sim_bridge"), "--ros-args", "-r", f"__ns:={NS}"]
-    params.setdefault("cameras", "['']")
+    params.setdefault("cameras", "''")
     for key, value in params.items():
         argv += ["-p", f"{key}:={value}"]
     process = processes.start(argv, name=name, env=env)
@@ -73,7 +73,7 @@ def stamp_s(msg):
 
 
 def test_topics_match_the_real_arm_driver_and_the_contract(processes, sim_env, ros_node):
-    start_bridge(processes, sim_env, mode="fast", cameras="['front:64x48']", seed=0)
+    start_bridge(processes, sim_env, mode="fast", cameras="front:64x48", seed=0)
     expected = {f"{NS}/{t.name}" if not t.name.startswith("/") else t.name: t.type for t in topics.ARM_TOPICS}
     expected.update({t.name: t.type for t in topics.camera_topics("front")})
     for name, type_name in expected.items():
@@ -260,8 +260,8 @@ def test_bad_commands_are_rejected_with_a_log_line_and_the_bridge_keeps_running(
     ("params", "gl", "message"),
     [
         ({"env_id": "so102"}, "egl", r"unknown environment id 'so102'"),
-        ({"cameras": "['front:64x48']"}, "nonsense", r"MUJOCO_GL is 'nonsense'.*MUJOCO_GL=egl"),
-        ({"cameras": "['front:64x48']"}, None, r"MUJOCO_GL is unset"),
+        ({"cameras": "front:64x48"}, "nonsense", r"MUJOCO_GL is 'nonsense'.*MUJOCO_GL=egl"),
+        ({"cameras": "front:64x48"}, None, r"MUJOCO_GL is unset"),
         ({"mode": "turbo"}, "egl", r"mode 'turbo' is not one of realtime, lockstep, fast"),
     ],
 )

@@ -47,6 +47,7 @@ IMAGE_QOS = QoSProfile(depth=topics.IMAGE_QOS_DEPTH, reliability=ReliabilityPoli
 # Latched, so a late subscriber still learns how the last episode ended.
 EVENT_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 RESET_WAIT_S = 10.0
+LOCKSTEP_REPUBLISH_S = 0.5
 
 
 @dataclass
@@ -84,7 +85,7 @@ class SimBridge(Node):
         super().__init__("sim_bridge", **kwargs)
         self._declare_parameters()
         env_id = str(self._param("env_id"))
-        cameras = tuple(CameraConfig.parse(text) for text in self._param("cameras") if text.strip())
+        cameras = tuple(CameraConfig.parse(text) for text in str(self._param("cameras")).split(",") if text.strip())
         self._mode = PacingMode.parse(str(self._param("mode")))
         stamp_clock = str(self._param("stamp_clock"))
         if stamp_clock not in ("auto", "sim", "wall"):
@@ -123,6 +124,7 @@ class SimBridge(Node):
         self._episode_steps = 0
         self._episode_done = False
         self._pending_reset: _ResetRequest | None = None
+        self._last_snapshot: _Snapshot | None = None
         self._rejected = 0
         self._last_rejection = ""
         self._steps = 0
@@ -175,7 +177,9 @@ class SimBridge(Node):
             16,
             desc("physics steps per control step", integer_range=[IntegerRange(from_value=1, to_value=1000)]),
         )
-        self.declare_parameter("cameras", ["front:320x240"], desc("cameras as name[:WIDTHxHEIGHT]; [''] for none"))
+        self.declare_parameter(
+            "cameras", "front:320x240", desc("comma-separated cameras as name[:WIDTHxHEIGHT]; empty for none")
+        )
         self.declare_parameter("mode", "realtime", desc("realtime | lockstep | fast"))
         self.declare_parameter("stamp_clock", "auto", desc("auto (wall in realtime, sim otherwise) | sim | wall"))
         self.declare_parameter(
@@ -336,7 +340,8 @@ class SimBridge(Node):
     def _stamp(self, sim_time: float) -> TimeMsg:
         return _time_msg(sim_time) if self._sim_stamps else self.get_clock().now().to_msg()
 
-    def _publish(self, snap: _Snapshot) -> None:
+    def _publish(self, snap: _Snapshot, notify_gate: bool = True) -> None:
+        self._last_snapshot = snap
         stamp = snap.stamp
         self._clock_pub.publish(Clock(clock=_time_msg(snap.sim_time)))
         if snap.outcome is not None:
@@ -371,7 +376,7 @@ class SimBridge(Node):
         state.velocity = snap.velocities.tolist()
         state.effort = snap.efforts.tolist()
         self._joint_states_pub.publish(state)
-        if self._mode is PacingMode.LOCKSTEP:
+        if notify_gate and self._mode is PacingMode.LOCKSTEP:
             with self._wake:
                 self._gate.observed(
                     Time.from_msg(stamp).nanoseconds * 1e-9 if self._sim_stamps else 0.0, time.monotonic()
@@ -389,6 +394,7 @@ class SimBridge(Node):
                     self._wake.wait(min(delay, 0.05))
         elif self._mode is PacingMode.LOCKSTEP:
             # An ended episode waits for its reset, so episode lengths never depend on timing.
+            republish_at = time.monotonic() + LOCKSTEP_REPUBLISH_S
             with self._wake:
                 while (
                     not self._stop.is_set()
@@ -396,6 +402,15 @@ class SimBridge(Node):
                     and (self._episode_done or not self._gate.ready(time.monotonic()))
                 ):
                     self._wake.wait(0.01)
+                    if time.monotonic() >= republish_at and self._last_snapshot is not None:
+                        # A controller that joined after the observation went out never saw it: send it
+                        # again (same stamp, same state), which changes nothing for one that did.
+                        republish_at = time.monotonic() + LOCKSTEP_REPUBLISH_S
+                        self._wake.release()
+                        try:
+                            self._publish(self._last_snapshot, notify_gate=False)
+                        finally:
+                            self._wake.acquire()
         return not self._stop.is_set()
 
     def _episode_end_reason(self, outcome: StepOutcome) -> str:

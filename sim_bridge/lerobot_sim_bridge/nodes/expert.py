@@ -81,6 +81,7 @@ class ScriptedExpertNode(Node):
         self._results: list[tuple[int, str, int]] = []
         self._state = _State.WAITING
         self._episode_start = 0.0
+        self._last_answered = -1.0
         self._ticks = 0
         self._poses: OrderedDict[float, dict[str, ObjectPose]] = OrderedDict()
         self._pending: JointState | None = None
@@ -166,7 +167,8 @@ class ScriptedExpertNode(Node):
         if self._state is not _State.ACTIVE:
             return
         stamp = _seconds(msg.header.stamp)
-        if stamp < self._episode_start - 1e-9:
+        if stamp < self._episode_start - 1e-9 or stamp <= self._last_answered:
+            # Before this episode, or an observation the bridge sent again: already answered.
             self._pending = None
             return
         poses = self._poses.get(stamp)
@@ -188,6 +190,7 @@ class ScriptedExpertNode(Node):
         command.name = list(self._expert.joint_names)
         command.position = [float(x) for x in targets]
         self._commands_pub.publish(command)
+        self._last_answered = stamp
         self._ticks += 1
 
     def _on_episode_end(self, msg: String) -> None:
