@@ -156,14 +156,14 @@ def subscription_qos(cli: CliNode, topic: str, args: argparse.Namespace) -> QoSP
     """
     publishers = cli.node.get_publishers_info_by_topic(topic)
     if args.qos_reliability:
-        reliability = QoSReliabilityPolicy[args.qos_reliability.upper()]
+        reliability = QoSReliabilityPolicy.__members__[args.qos_reliability.upper()]
     else:
         all_reliable = bool(publishers) and all(
             p.qos_profile.reliability == QoSReliabilityPolicy.RELIABLE for p in publishers
         )
         reliability = QoSReliabilityPolicy.RELIABLE if all_reliable else QoSReliabilityPolicy.BEST_EFFORT
     if args.qos_durability:
-        durability = QoSDurabilityPolicy[args.qos_durability.upper()]
+        durability = QoSDurabilityPolicy.__members__[args.qos_durability.upper()]
     else:
         all_latched = bool(publishers) and all(
             p.qos_profile.durability == QoSDurabilityPolicy.TRANSIENT_LOCAL for p in publishers
@@ -176,6 +176,6 @@ def publisher_qos(args: argparse.Namespace) -> QoSProfile:
     """QoS for `topic pub`: RELIABLE + VOLATILE unless the options say otherwise."""
     return QoSProfile(
         depth=args.qos_depth,
-        reliability=QoSReliabilityPolicy[(args.qos_reliability or "reliable").upper()],
-        durability=QoSDurabilityPolicy[(args.qos_durability or "volatile").upper()],
+        reliability=QoSReliabilityPolicy.__members__[(args.qos_reliability or "reliable").upper()],
+        durability=QoSDurabilityPolicy.__members__[(args.qos_durability or "volatile").upper()],
     )
