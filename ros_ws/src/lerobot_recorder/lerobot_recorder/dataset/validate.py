@@ -63,7 +63,7 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
             "a commit was interrupted after it was decided; finish it with "
             "`lerobot-ros dataset validate --repair ROOT` (or DatasetWriter.open)",
         )
-    if (root / "images").is_dir():
+    if any(path.is_file() for path in (root / "images").rglob("*")):  # LeRobot leaves the empty folders
         report.add("images/", "leftover PNG frames of an unfinished LeRobot recording (save_episode deletes them)")
     features = _check_features(info, report)
     tasks = _check_tasks(root, info, report)

@@ -432,8 +432,9 @@ class DatasetWriter:
         features = self.features
         unknown = sorted(set(frame) - set(features))
         if unknown:
+            hint = " (the task is given to start_episode, not per frame)" if "task" in unknown else ""
             raise FeatureError(
-                f"unknown feature(s) {', '.join(map(repr, unknown))}; the dataset has {', '.join(features)}"
+                f"unknown feature(s) {', '.join(map(repr, unknown))}; the dataset has {', '.join(features)}{hint}"
             )
         missing = [key for key in features if key not in frame]
         if missing:
@@ -576,110 +577,34 @@ class DatasetWriter:
         ]
 
     def _commit(self, episode: _Episode) -> None:
+        """Stage every changed file, then rename them into place through the journal."""
         meta = self._meta
         info = json.loads(json.dumps(meta.info))
-        chunks_size = meta.chunks_size
         commit = _Commit(self._root, episode.index)
 
         tasks = list(meta.tasks)
         if episode.task not in tasks:
             tasks.append(episode.task)
-        task_index = tasks.index(episode.task)
         start_index = meta.total_frames
-        table = self._episode_table(episode, start_index, task_index)
+        table = self._episode_table(episode, start_index, tasks.index(episode.task))
         ep_stats = self._episode_stats(episode, table)
 
-        row: dict[str, Any] = {
-            "episode_index": episode.index,
-            "tasks": [episode.task],
-            "length": episode.frames,
-        }
-
-        # Videos first: appending to an mp4 keeps every earlier episode's timestamps valid.
-        for key, camera in episode.cameras.items():
-            if camera.encoder is None:
-                continue
-            new_mp4 = camera.encoder.path
-            last = self._last_ref(f"videos/{key}")
-            ref, from_ts, inputs = FileRef(0, 0), 0.0, [new_mp4]
-            if last is not None:
-                current = self._root / last.fmt(VIDEO_PATH, video_key=key)
-                limit = float(info["video_files_size_in_mb"])
-                if current.is_file() and size_mb(current) + size_mb(new_mp4) < limit:
-                    ref = last
-                    from_ts = float(meta.episodes[-1][f"videos/{key}/to_timestamp"])
-                    inputs = [current, new_mp4]
-                else:
-                    ref = last.next(chunks_size)
-            final_rel = ref.fmt(VIDEO_PATH, video_key=key)
-            concatenate(inputs, commit.temp_for(final_rel))
-            duration = episode.frames / self.fps
-            row[f"videos/{key}/chunk_index"] = ref.chunk
-            row[f"videos/{key}/file_index"] = ref.file
-            row[f"videos/{key}/from_timestamp"] = from_ts
-            row[f"videos/{key}/to_timestamp"] = from_ts + duration
-            feature_info = info["features"][key]
-            if feature_info.get("info") is None:
-                feature_info["info"] = {
-                    "video.height": camera.spec.shape[0],
-                    "video.width": camera.spec.shape[1],
-                    "video.codec": VIDEO_CODECS[self._codec],
-                    "video.pix_fmt": PIX_FMT,
-                    "video.is_depth_map": False,
-                    "video.fps": self.fps,
-                    "video.channels": 3,
-                    "has_audio": False,
-                }
-
-        # Data: append the episode to the current file (rewritten whole) or start the next one.
-        data_ref = self._last_ref("data") or FileRef(0, 0)
-        current_data = self._root / data_ref.fmt(str(info["data_path"]))
-        append_to: Path | None = None
-        if meta.episodes and current_data.is_file():
-            frames_in_file = sum(int(r["length"]) for r in self._rows_in("data", data_ref))
-            size = size_mb(current_data)
-            per_frame = size / max(frames_in_file, 1)
-            if size + per_frame * episode.frames < float(info["data_files_size_in_mb"]):
-                append_to = current_data
-            else:
-                data_ref = data_ref.next(chunks_size)
-        elif meta.episodes:
-            data_ref = data_ref.next(chunks_size)
-        _write_parquet_appended(append_to, table, commit.temp_for(data_ref.fmt(str(info["data_path"]))))
-        row["data/chunk_index"] = data_ref.chunk
-        row["data/file_index"] = data_ref.file
+        row: dict[str, Any] = {"episode_index": episode.index, "tasks": [episode.task], "length": episode.frames}
+        row.update(self._stage_videos(commit, episode, info))
+        row.update(self._stage_data(commit, episode, table, info))
         row["dataset_from_index"] = start_index
         row["dataset_to_index"] = start_index + episode.frames
-
         for key, feature_stats in ep_stats.items():
             for name in stats_mod.STAT_KEYS:
                 row[f"stats/{key}/{name}"] = np.asarray(feature_stats[name]).tolist()
-
-        # Episodes table: same size rule as data files.
-        ep_ref = self._last_ref("meta/episodes") or FileRef(0, 0)
-        kept: list[dict[str, Any]] = []
-        if meta.episodes:
-            current_ep = self._root / ep_ref.fmt(EPISODES_PATH)
-            rows_in_file = self._rows_in("meta/episodes", ep_ref)
-            size = size_mb(current_ep) if current_ep.is_file() else 0.0
-            if size + size / max(len(rows_in_file), 1) < float(info["data_files_size_in_mb"]):
-                kept = rows_in_file
-            else:
-                ep_ref = ep_ref.next(chunks_size)
-        row["meta/episodes/chunk_index"] = ep_ref.chunk
-        row["meta/episodes/file_index"] = ep_ref.file
-        episodes_table = _episodes_table([*kept, _canonical_order(row)])
-        pq.write_table(episodes_table, commit.temp_for(ep_ref.fmt(EPISODES_PATH)))
+        episodes_table = self._stage_episode_row(commit, row, info)
 
         if len(tasks) != len(meta.tasks):
             write_tasks(commit.temp_for(TASKS_PATH), tasks)
-
         if self._stats_cache is None:  # parsed once per writer, not per episode
             self._stats_cache = [meta.episode_stats(r) for r in meta.episodes]
-        all_stats = [*self._stats_cache, ep_stats]
-        dataset_stats = stats_mod.to_json(stats_mod.aggregate(all_stats))
+        dataset_stats = stats_mod.to_json(stats_mod.aggregate([*self._stats_cache, ep_stats]))
         commit.temp_for(STATS_PATH).write_text(json.dumps(dataset_stats, indent=4))
-
         info["total_episodes"] = episode.index + 1
         info["total_frames"] = start_index + episode.frames
         info["total_tasks"] = len(tasks)
@@ -704,6 +629,77 @@ class DatasetWriter:
         meta.episodes.append(episodes_table.slice(episodes_table.num_rows - 1).to_pylist()[0])
         meta.stats = dataset_stats
         self._stats_cache.append(meta.episode_stats(meta.episodes[-1]))
+
+    def _stage_videos(self, commit: _Commit, episode: _Episode, info: dict[str, Any]) -> dict[str, Any]:
+        """Each camera's mp4 with the episode appended (or a new file); returns the episode's video columns."""
+        columns: dict[str, Any] = {}
+        for key, camera in episode.cameras.items():
+            if camera.encoder is None:
+                continue
+            new_mp4 = camera.encoder.path
+            last = self._last_ref(f"videos/{key}")
+            ref, from_ts, inputs = FileRef(0, 0), 0.0, [new_mp4]
+            if last is not None:
+                current = self._root / last.fmt(VIDEO_PATH, video_key=key)
+                if current.is_file() and size_mb(current) + size_mb(new_mp4) < float(info["video_files_size_in_mb"]):
+                    ref, inputs = last, [current, new_mp4]
+                    from_ts = float(self._meta.episodes[-1][f"videos/{key}/to_timestamp"])
+                else:
+                    ref = last.next(self._meta.chunks_size)
+            concatenate(inputs, commit.temp_for(ref.fmt(VIDEO_PATH, video_key=key)))
+            columns[f"videos/{key}/chunk_index"] = ref.chunk
+            columns[f"videos/{key}/file_index"] = ref.file
+            columns[f"videos/{key}/from_timestamp"] = from_ts
+            columns[f"videos/{key}/to_timestamp"] = from_ts + episode.frames / self.fps
+            feature_info = info["features"][key]
+            if feature_info.get("info") is None:  # LeRobot fills it when the first file is written
+                feature_info["info"] = {
+                    "video.height": camera.spec.shape[0],
+                    "video.width": camera.spec.shape[1],
+                    "video.codec": VIDEO_CODECS[self._codec],
+                    "video.pix_fmt": PIX_FMT,
+                    "video.is_depth_map": False,
+                    "video.fps": self.fps,
+                    "video.channels": 3,
+                    "has_audio": False,
+                }
+        return columns
+
+    def _stage_data(self, commit: _Commit, episode: _Episode, table: pa.Table, info: dict[str, Any]) -> dict[str, Any]:
+        """The current data file with the episode appended, or the next file (LeRobot's size rule)."""
+        meta = self._meta
+        ref = self._last_ref("data") or FileRef(0, 0)
+        current = self._root / ref.fmt(str(info["data_path"]))
+        append_to: Path | None = None
+        if meta.episodes and current.is_file():
+            frames_in_file = sum(int(r["length"]) for r in self._rows_in("data", ref))
+            size = size_mb(current)
+            if size + size / max(frames_in_file, 1) * episode.frames < float(info["data_files_size_in_mb"]):
+                append_to = current
+            else:
+                ref = ref.next(meta.chunks_size)
+        elif meta.episodes:
+            ref = ref.next(meta.chunks_size)
+        _write_parquet_appended(append_to, table, commit.temp_for(ref.fmt(str(info["data_path"]))))
+        return {"data/chunk_index": ref.chunk, "data/file_index": ref.file}
+
+    def _stage_episode_row(self, commit: _Commit, row: dict[str, Any], info: dict[str, Any]) -> pa.Table:
+        """The episodes file holding the new row (same size rule as data files); returns its table."""
+        ref = self._last_ref("meta/episodes") or FileRef(0, 0)
+        kept: list[dict[str, Any]] = []
+        if self._meta.episodes:
+            current = self._root / ref.fmt(EPISODES_PATH)
+            rows_in_file = self._rows_in("meta/episodes", ref)
+            size = size_mb(current) if current.is_file() else 0.0
+            if size + size / max(len(rows_in_file), 1) < float(info["data_files_size_in_mb"]):
+                kept = rows_in_file
+            else:
+                ref = ref.next(self._meta.chunks_size)
+        row["meta/episodes/chunk_index"] = ref.chunk
+        row["meta/episodes/file_index"] = ref.file
+        table = _episodes_table([*kept, _canonical_order(row)])
+        pq.write_table(table, commit.temp_for(ref.fmt(EPISODES_PATH)))
+        return table
 
 
 def _canonical_order(row: dict[str, Any]) -> dict[str, Any]:
