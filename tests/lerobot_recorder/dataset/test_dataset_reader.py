@@ -63,3 +63,25 @@ def test_delta_must_be_a_multiple_of_the_frame_period(dataset: tuple[Path, list[
             reader.get(0, {"action": [0.01]})
         with pytest.raises(DatasetError, match="not a feature"):
             reader.get(0, {"nope": [0.0]})
+
+
+_FORKED_READER: list[DatasetReader] = []
+
+
+def test_forked_child_decodes_with_its_own_files(dataset: tuple[Path, list[list[dict[str, object]]]]) -> None:
+    import multiprocessing
+
+    root, _ = dataset
+    reader = DatasetReader(root)
+    parent_frame = reader[3][FRONT]  # opens the mp4 in the parent; the child inherits it by fork
+    _FORKED_READER[:] = [reader]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child_frames = pool.map(_decode_in_child, [3, 8])
+    np.testing.assert_array_equal(child_frames[0], parent_frame)
+    np.testing.assert_array_equal(child_frames[1], reader[8][FRONT])
+    reader.close()
+
+
+def _decode_in_child(index: int) -> np.ndarray:
+    frame: np.ndarray = _FORKED_READER[0][index][FRONT]
+    return frame

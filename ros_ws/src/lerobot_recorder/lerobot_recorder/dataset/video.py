@@ -246,10 +246,15 @@ class VideoDecoder:
 
     def __init__(self, max_open: int = 8, tolerance_s: float = 1e-4) -> None:
         self._open: OrderedDict[Path, _OpenVideo] = OrderedDict()
+        self._pid = os.getpid()
         self._max_open = max_open
         self.tolerance_s = tolerance_s
 
     def _get(self, path: Path) -> _OpenVideo:
+        if os.getpid() != self._pid:
+            # A forked child (e.g. a DataLoader worker) must not share the parent's demuxer state.
+            self._open = OrderedDict()
+            self._pid = os.getpid()
         video = self._open.pop(path, None)
         if video is None:
             try:
