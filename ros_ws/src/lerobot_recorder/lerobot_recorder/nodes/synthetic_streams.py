@@ -50,6 +50,7 @@ class SyntheticStreams(Node):
         self.declare_parameter("pause_topics", [""], desc("topics that fall silent for a while"))
         self.declare_parameter("pause_after_s", 0.0, desc("when the pause starts (s after start)"))
         self.declare_parameter("pause_for_s", 0.0, desc("how long the pause lasts"))
+        self.declare_parameter("pause_period_s", 0.0, desc("repeat the pause with this period; 0 = once"))
         self.declare_parameter("resize_after_s", 0.0, desc("from then on, images are half the contract size; 0 = no"))
         self.declare_parameter("jump_back_after_s", 0.0, desc("from then on, stamps are jump_back_s earlier; 0 = no"))
         self.declare_parameter("jump_back_s", 0.0, desc("size of the backwards clock jump"))
@@ -93,7 +94,11 @@ class SyntheticStreams(Node):
         if duration > 0 and self._elapsed() >= duration:
             self.done = True
         after, length = float(self._param("pause_after_s")), float(self._param("pause_for_s"))
-        return topic in self._pause_topics and after <= self._elapsed() < after + length
+        since = self._elapsed() - after
+        period = float(self._param("pause_period_s"))
+        if period > 0 and since >= 0:
+            since %= period
+        return topic in self._pause_topics and 0 <= since < length
 
     def _pictures(self, feat: FeatureContract, size: tuple[int, ...]) -> list[bytearray]:
         height, width = int(size[0]), int(size[1])
