@@ -246,3 +246,66 @@ def test_type_names_resolve_both_spellings() -> None:
 def test_type_name_errors(name: str, pattern: str) -> None:
     with pytest.raises(MessageTypeError, match=pattern):
         import_message_type(name)
+
+
+INTERFACE_PACKAGES = [
+    "builtin_interfaces",
+    "std_msgs",
+    "geometry_msgs",
+    "sensor_msgs",
+    "trajectory_msgs",
+    "diagnostic_msgs",
+    "lerobot_msgs",
+]
+
+
+def _all_message_classes() -> list[type]:
+    import importlib
+
+    classes = []
+    for package in INTERFACE_PACKAGES:
+        module = importlib.import_module(f"{package}.msg")
+        classes += [obj for name, obj in sorted(vars(module).items()) if name[0].isupper() and isinstance(obj, type)]
+    return classes
+
+
+@pytest.mark.parametrize("cls", _all_message_classes(), ids=message_type_name)
+def test_every_installed_message_round_trips_through_dict_and_yaml(cls: type) -> None:
+    default = cls()
+    assert message_from_dict(cls, message_to_dict(default)) == default
+    assert message_from_yaml(cls, message_to_yaml(default)) == default
+
+
+def _sample_value(slot_type: object) -> object:
+    """A non-default value for any rosidl type, exactly representable in every numeric type."""
+    from rosidl_parser import definition as idl
+
+    if isinstance(slot_type, idl.NamespacedType):
+        return _sample_dict(import_message_type("/".join([*slot_type.namespaces, slot_type.name])))
+    if isinstance(slot_type, idl.AbstractNestedType):
+        size = slot_type.size if isinstance(slot_type, idl.Array) else min(2, getattr(slot_type, "maximum_size", 2))
+        return [_sample_value(slot_type.value_type) for _ in range(size)]
+    if isinstance(slot_type, idl.AbstractGenericString):
+        return "ab"[: getattr(slot_type, "maximum_size", 2)]
+    typename = slot_type.typename
+    if typename == "boolean":
+        return True
+    if typename in ("float", "double"):
+        return 1.5
+    if typename == "char":
+        return "c"
+    return 3
+
+
+def _sample_dict(cls: type) -> dict[str, object]:
+    from lerobot_ros.message_conversion import message_fields
+
+    return {field.name: _sample_value(field.type) for field in message_fields(cls)}
+
+
+@pytest.mark.parametrize("cls", _all_message_classes(), ids=message_type_name)
+def test_every_installed_message_keeps_non_default_values(cls: type) -> None:
+    sample = _sample_dict(cls)
+    msg = message_from_dict(cls, sample)
+    assert message_to_dict(msg) == sample
+    assert message_from_yaml(cls, message_to_yaml(msg)) == msg

@@ -409,7 +409,12 @@ def _fill(msg: Any, values: Any, path: str, ctx: _FillContext) -> None:
         if field is None:
             raise UnknownFieldError(_unknown_key_message(ctx, path, key, msg, list(fields)))
         field_path = ctx.path(path, key)
-        setattr(msg, key, _convert(value, field.type, getattr(msg, key), field_path, ctx))
+        converted = _convert(value, field.type, getattr(msg, key), field_path, ctx)
+        try:
+            setattr(msg, key, converted)
+        except (AssertionError, TypeError, ValueError) as err:
+            # The generated setters assert what the conversion above did not check.
+            raise ctx.value_error(field_path, f"a value of type {describe_type(field.type)} ({err})", value) from None
 
 
 def _unknown_key_message(ctx: _FillContext, path: str, key: object, msg: Any, names: list[str]) -> str:
@@ -535,7 +540,9 @@ def _convert_array(value: Any, slot_type: Any, current: Any, path: str, ctx: _Fi
                 return array.array(current.typecode, value)
             if isinstance(current, np.ndarray):
                 return np.frombuffer(bytes(value), dtype=np.uint8).astype(current.dtype)
-            return bytes(value) if element_type.typename == "octet" else list(value)
+            if element_type.typename == "octet":
+                return bytes(value)
+            return [chr(b) for b in value] if element_type.typename == "char" else list(value)
         raise ctx.value_error(path, f"a list of numbers ({describe_type(slot_type)}), not bytes", value)
 
     if isinstance(element_type, idl.NamespacedType):
