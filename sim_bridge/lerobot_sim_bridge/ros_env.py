@@ -1,0 +1,270 @@
+"""`RosRobotEnv`: any ROS robot (real, fake hardware or the sim bridge) as a gymnasium env, via a contract.
+
+`step(action)` converts the action from the contract's dataset units (LeRobot's: degrees, gripper 0..100)
+to ROS units, publishes it on the contract's `action` topic stamped with the observation it answers (so a
+lockstep sim bridge advances exactly one step), and waits for the next observation: the newest
+`observation.*` sample of every feature stamped at or before the newest state sample, each within its
+`max_age_s` of it (the recorder's and policy node's alignment rule). `reset(seed=...)` calls the robot's
+`sim/reset` service where there is one (the sim bridge), else it returns the current observation.
+Reward, success and episode end come from the bridge's `sim/...` topics; a real robot has none (reward 0).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time as TimeMsg
+from gymnasium import spaces
+from lerobot_msgs.srv import ResetEnv
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+from std_msgs.msg import Bool, Float64, String
+
+from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError, load_contract
+from lerobot_sim_bridge import topics
+from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
+
+ACTION_KEY = "action"
+HISTORY = 32
+SUBSCRIPTION_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class ObservationTimeoutError(SimBridgeError, TimeoutError):
+    """No complete, fresh observation arrived in time (robot not running, topic or contract wrong)."""
+
+
+def message_class(type_name: str) -> Any:
+    """The Python class of a ROS message type `pkg/msg/Name`."""
+    package, _, name = type_name.replace("/msg/", "/").partition("/")
+    try:
+        return getattr(importlib.import_module(f"{package}.msg"), name)
+    except (ImportError, AttributeError):
+        raise InvalidConfigError(
+            f"message type {type_name!r} is not importable; install its interface package"
+        ) from None
+
+
+def _seconds(stamp: TimeMsg) -> float:
+    return float(Time.from_msg(stamp).nanoseconds) * 1e-9
+
+
+class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
+    """A ROS robot behind the gymnasium API; see the module docstring.
+
+    Args:
+        contract: the robot contract (a `Contract` or the path of its YAML file); it needs an `action`
+            feature on a `sensor_msgs/msg/JointState` topic and at least one `observation.*` vector feature.
+        sim_namespace: where `sim/reset` and the `sim/...` topics live; default: the namespace of the
+            action topic (`/follower/joint_commands` -> `/follower`).
+        step_timeout: seconds to wait for the observation after an action (or after a reset).
+        node: an rclpy node to use (spun by the caller); by default the env creates and spins its own.
+        discovery_timeout: how long the first `reset` looks for the `sim/reset` service.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012 - gymnasium's class attribute
+
+    def __init__(
+        self,
+        contract: Contract | str | Path,
+        sim_namespace: str | None = None,
+        step_timeout: float = 10.0,
+        node: Node | None = None,
+        discovery_timeout: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.contract = contract if isinstance(contract, Contract) else load_contract(contract)
+        features = self.contract.features
+        if ACTION_KEY not in features or features[ACTION_KEY].is_image:
+            raise InvalidConfigError(f"{self.contract.source}: RosRobotEnv needs a vector '{ACTION_KEY}' feature")
+        self._action = features[ACTION_KEY]
+        if self._action.type != "sensor_msgs/msg/JointState" or not self._action.joints:
+            raise InvalidConfigError(
+                f"{self.contract.source}: '{ACTION_KEY}' must be a sensor_msgs/msg/JointState with joints; "
+                f"got {self._action.type}"
+            )
+        self._observations = {k: f for k, f in features.items() if k.startswith("observation.")}
+        vectors = [k for k, f in self._observations.items() if not f.is_image]
+        if not vectors:
+            raise InvalidConfigError(f"{self.contract.source}: no observation.* vector feature to pace the env on")
+        self._clock_key = "observation.state" if "observation.state" in vectors else vectors[0]
+        self.step_timeout = step_timeout
+        self.discovery_timeout = discovery_timeout
+        self._has_reset: bool | None = None
+        self.observation_space = spaces.Dict({k: self._space(f) for k, f in self._observations.items()})
+        self.action_space = spaces.Box(-np.inf, np.inf, (self._action.size,), dtype=np.float32)
+        namespace = sim_namespace if sim_namespace is not None else self._action.topic.rsplit("/", 1)[0]
+        self._sim_ns = namespace.rstrip("/")
+
+        self._own_context: Any = None
+        self._executor: SingleThreadedExecutor | None = None
+        if node is None:
+            from lerobot_ros.dds import apply_ros_environment
+
+            apply_ros_environment()
+            self._own_context = rclpy.Context()
+            rclpy.init(context=self._own_context)
+            node = rclpy.create_node(f"ros_robot_env_{id(self):x}", context=self._own_context)
+            self._executor = SingleThreadedExecutor(context=self._own_context)
+            self._executor.add_node(node)
+            threading.Thread(target=self._executor.spin, name="ros_robot_env", daemon=True).start()
+        self.node = node
+
+        self._lock = threading.Condition()
+        self._history: dict[str, deque[tuple[float, Any]]] = {k: deque(maxlen=HISTORY) for k in self._observations}
+        self._reward = 0.0
+        self._success = False
+        self._episode_end = ""
+        self._last_stamp: TimeMsg | None = None
+        self._subscriptions = [
+            node.create_subscription(message_class(f.type), f.topic, self._store(k), SUBSCRIPTION_QOS)
+            for k, f in self._observations.items()
+        ]
+        self._subscriptions += [
+            node.create_subscription(Float64, f"{self._sim_ns}/{topics.SIM_REWARD}", self._on_reward, SUBSCRIPTION_QOS),
+            node.create_subscription(Bool, f"{self._sim_ns}/{topics.SIM_SUCCESS}", self._on_success, SUBSCRIPTION_QOS),
+            node.create_subscription(String, f"{self._sim_ns}/{topics.SIM_EPISODE_END}", self._on_end, LATCHED_QOS),
+        ]
+        self._command_pub = node.create_publisher(
+            message_class(self._action.type), self._action.topic, SUBSCRIPTION_QOS
+        )
+        self._reset_client = node.create_client(ResetEnv, f"{self._sim_ns}/{topics.SIM_RESET}")
+
+    @staticmethod
+    def _space(feature: FeatureContract) -> spaces.Space[Any]:
+        if feature.is_image:
+            return spaces.Box(0, 255, feature.shape, dtype=np.uint8)
+        return spaces.Box(-np.inf, np.inf, (feature.size,), dtype=np.float32)
+
+    def _store(self, key: str) -> Any:
+        def on_message(msg: Any) -> None:
+            stamp = _seconds(msg.header.stamp)
+            with self._lock:
+                self._history[key].append((stamp, msg))
+                self._lock.notify_all()
+
+        return on_message
+
+    def _on_reward(self, msg: Float64) -> None:
+        with self._lock:
+            self._reward = float(msg.data)
+
+    def _on_success(self, msg: Bool) -> None:
+        with self._lock:
+            self._success = bool(msg.data)
+
+    def _on_end(self, msg: String) -> None:
+        with self._lock:
+            self._episode_end = msg.data
+            self._lock.notify_all()
+
+    def _assemble(self, after: float) -> tuple[float, TimeMsg, dict[str, Any]] | None:
+        """The observation of the newest state sample stamped after `after`, if every feature has a fresh one."""
+        clock = self._history[self._clock_key]
+        if not clock or clock[-1][0] <= after:
+            return None
+        frame_time, frame_msg = clock[-1]
+        messages = {}
+        for key, feature in self._observations.items():
+            candidates = [(t, m) for t, m in self._history[key] if t <= frame_time + 1e-9]
+            if not candidates:
+                return None
+            stamp, msg = candidates[-1]
+            max_age = feature.max_age_s if feature.max_age_s is not None else 1.0 / self.contract.fps
+            if frame_time - stamp > max_age:
+                return None
+            messages[key] = msg
+        return frame_time, frame_msg.header.stamp, messages
+
+    def _wait_observation(self, after: float) -> dict[str, np.ndarray]:
+        deadline = time.monotonic() + self.step_timeout
+        with self._lock:
+            while (found := self._assemble(after)) is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    latest = {k: (h[-1][0] if h else None) for k, h in self._history.items()}
+                    raise ObservationTimeoutError(
+                        f"no complete observation newer than t={after:.3f} within {self.step_timeout} s; newest "
+                        f"stamps per feature: {latest}; is the robot running and does the contract match its topics?"
+                    )
+                self._lock.wait(min(remaining, 0.05))
+        _, stamp, messages = found
+        self._last_stamp = stamp
+        try:
+            return {key: self._observations[key].value(msg) for key, msg in messages.items()}
+        except MessageMismatchError as err:
+            raise InvalidConfigError(str(err)) from None
+
+    def _last_time(self) -> float:
+        return _seconds(self._last_stamp) if self._last_stamp is not None else -1.0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Reset the simulation (seeded) where the robot has `sim/reset`; return the first observation."""
+        super().reset(seed=seed)
+        info: dict[str, Any] = {}
+        after = -1.0
+        if self._has_reset is None:
+            # First reset: give discovery time to find a bridge; a robot without one is remembered.
+            self._has_reset = self._reset_client.wait_for_service(timeout_sec=self.discovery_timeout)
+        if self._has_reset and self._reset_client.wait_for_service(timeout_sec=self.step_timeout):
+            request = ResetEnv.Request(use_seed=seed is not None, seed=seed or 0)
+            future = self._reset_client.call_async(request)
+            done = threading.Event()
+            future.add_done_callback(lambda _f: done.set())
+            if not done.wait(self.step_timeout) or future.result() is None:
+                raise ObservationTimeoutError(
+                    f"{self._reset_client.srv_name} did not answer within {self.step_timeout} s"
+                )
+            response = future.result()
+            if not response.success:
+                raise SimBridgeError(f"reset failed: {response.message}")
+            after = _seconds(response.stamp) - 1e-9
+            info.update(seed=int(response.seed), episode_index=int(response.episode_index))
+        else:
+            info["reset"] = f"no {self._reset_client.srv_name} service: the robot continues where it is"
+        with self._lock:
+            self._episode_end = ""
+            self._reward, self._success = 0.0, False
+        observation = self._wait_observation(after)
+        with self._lock:
+            self._episode_end = ""  # a latched end of the previous episode may arrive late
+        return observation, info
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        """Send `action` (dataset units) and return the next observation, reward, terminated, truncated, info."""
+        values = np.asarray(action, dtype=np.float64).reshape(-1)
+        if values.shape != (self._action.size,) or not np.all(np.isfinite(values)):
+            raise InvalidConfigError(f"action must be {self._action.size} finite values, got {action!r}")
+        command = message_class(self._action.type)()
+        if self._last_stamp is not None:
+            command.header.stamp = self._last_stamp
+        command.name = list(self._action.joints or ())
+        command.position = [float(x) for x in self._action.joint_units().inverse(values)]
+        self._command_pub.publish(command)
+        observation = self._wait_observation(self._last_time())
+        with self._lock:
+            reward, success, end = self._reward, self._success, self._episode_end
+        terminated = end in ("success", "terminated")
+        truncated = end in ("truncated", "time_limit")
+        return observation, reward, terminated, truncated, {"is_success": success, "episode_end": end}
+
+    def close(self) -> None:
+        """Stop the env's own node (a node passed in is left to its owner)."""
+        if self._own_context is not None:
+            if self._executor is not None:
+                self._executor.shutdown(timeout_sec=2.0)
+            self.node.destroy_node()
+            self._own_context.try_shutdown()
+            self._own_context = None

@@ -1,0 +1,81 @@
+"""`RosRobotEnv` against the sim bridge: gym-style evaluation code on a ROS robot, via the SO-101 contract."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from lerobot_ros.testing import venv_script
+from lerobot_sim_bridge.errors import InvalidConfigError
+from lerobot_sim_bridge.ros_env import RosRobotEnv
+
+pytestmark = pytest.mark.ros
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def small_camera_contract(tmp_path):
+    """The shipped SO-101 contract with the front camera at the bridge's small test size and no wrist camera."""
+    data = yaml.safe_load((REPO / "config/contracts/so101.yaml").read_text())
+    data["features"]["observation.images.front"]["shape"] = [48, 64, 3]
+    del data["features"]["observation.images.wrist"]
+    path = tmp_path / "so101_sim.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_ros_robot_env_steps_the_sim_bridge_in_lockstep(processes, sim_env, small_camera_contract):
+    bridge = processes.start(
+        [
+            venv_script("sim_bridge"),
+            "--ros-args",
+            "-r",
+            "__ns:=/follower",
+            "-p",
+            "mode:=lockstep",
+            "-p",
+            "cameras:=front:64x48",
+            "-p",
+            "max_episode_steps:=40",
+        ],
+        name="bridge",
+        env=sim_env,
+    )
+    bridge.wait_for_output("sim bridge ready", timeout=60)
+    env = RosRobotEnv(small_camera_contract, step_timeout=20.0)
+    try:
+        observation, info = env.reset(seed=4)
+        assert env.observation_space.contains(
+            {k: v.astype(np.float32) if v.dtype != np.uint8 else v for k, v in observation.items()}
+        )
+        assert info["seed"] == 4
+        assert observation["observation.images.front"].shape == (48, 64, 3)
+        # Home pose: body joints at 0 degrees; the gripper's 0 rad is 9.1 on LeRobot's 0..100 scale.
+        np.testing.assert_allclose(observation["observation.state"], [0, 0, 0, 0, 0, 9.09], atol=0.01)
+        again, _ = env.reset(seed=4)
+        np.testing.assert_array_equal(again["observation.images.front"], observation["observation.images.front"])
+
+        # Actions are in LeRobot units: degrees for the body, 0..100 for the gripper.
+        target = np.array([20.0, -15.0, 25.0, 20.0, 0.0, 60.0])
+        for step in range(40):
+            observation, reward, terminated, truncated, info = env.step(target)
+            if truncated:
+                break
+        assert step == 39 and truncated and not terminated and info["episode_end"] == "time_limit"
+        assert reward == 0.0 and info["is_success"] is False
+        np.testing.assert_allclose(observation["observation.state"], target, atol=4.0)
+        with pytest.raises(InvalidConfigError, match="6 finite values"):
+            env.step(np.array([np.nan] * 6))
+    finally:
+        env.close()
+
+
+def test_contract_without_an_action_is_rejected(tmp_path):
+    data = yaml.safe_load((REPO / "config/contracts/so101.yaml").read_text())
+    del data["features"]["action"]
+    path = tmp_path / "no_action.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InvalidConfigError, match="needs a vector 'action' feature"):
+        RosRobotEnv(path)
