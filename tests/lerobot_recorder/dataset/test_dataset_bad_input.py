@@ -12,6 +12,7 @@ from lerobot_recorder.dataset import (
     DatasetError,
     DatasetNotFoundError,
     DatasetWriter,
+    EncoderError,
     EpisodeStateError,
     FeatureError,
     FeatureSpec,
@@ -138,3 +139,15 @@ def test_open_errors(tmp_path: Path) -> None:
         DatasetWriter.open(root)
     writer.close()
     DatasetWriter.open(root).close()
+
+
+def test_h264_refuses_odd_frame_sizes_up_front(tmp_path: Path) -> None:
+    odd = {"cam": FeatureSpec("video", (47, 63, 3))}
+    with pytest.raises(EncoderError, match="even frame height and width"):
+        DatasetWriter.create(tmp_path / "ds", repo_id="l/t", fps=30, features=odd, video_codec="h264")
+    with DatasetWriter.create(tmp_path / "av1", repo_id="l/t", fps=30, features=odd) as writer:  # AV1 copes
+        writer.start_episode("t")
+        for step in range(3):
+            writer.add_frame({"cam": np.full((47, 63, 3), 60 * step, dtype=np.uint8)})
+        writer.save_episode()
+    assert validate(tmp_path / "av1") == []

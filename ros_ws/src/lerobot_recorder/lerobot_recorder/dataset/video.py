@@ -42,6 +42,15 @@ def codec_options(codec: str) -> dict[str, str]:
     return options
 
 
+def check_frame_size(codec: str, height: int, width: int) -> None:
+    """Raise EncoderError when `codec` cannot encode (height, width) frames in yuv420p."""
+    if codec == "h264" and (height % 2 or width % 2):
+        raise EncoderError(
+            f"h264 in yuv420p needs an even frame height and width, got {height}x{width}; "
+            "use libsvtav1, crop the frames, or store the camera as an 'image' feature"
+        )
+
+
 class EpisodeVideoEncoder:
     """Encodes one camera's frames of one episode into an mp4 file, synchronously."""
 

@@ -77,6 +77,7 @@ from lerobot_recorder.dataset.video import (
     VIDEO_CODECS,
     EpisodeVideoEncoder,
     FrameWorker,
+    check_frame_size,
     codec_options,
     concatenate,
 )
@@ -241,6 +242,8 @@ class DatasetWriter:
             validate_feature_key(key)
             if not isinstance(spec, FeatureSpec):
                 raise FeatureError(f"feature {key!r} must be a FeatureSpec, got {type(spec).__name__}")
+            if spec.is_video:
+                check_frame_size(video_codec, spec.shape[0], spec.shape[1])
         all_features = {**features, **bookkeeping_features()}
         has_video = any(spec.dtype == "video" for spec in features.values())
         info: dict[str, Any] = {
@@ -310,6 +313,9 @@ class DatasetWriter:
             if codec is None:
                 codec = by_name.get(str(next(iter(existing))), "libsvtav1") if existing else "libsvtav1"
             codec_options(codec)
+            for spec in meta.features.values():
+                if spec.is_video:
+                    check_frame_size(codec, spec.shape[0], spec.shape[1])
             if existing and VIDEO_CODECS[codec] not in existing:
                 raise SchemaMismatchError(
                     f"{root} stores {', '.join(sorted(map(str, existing)))} video; "
