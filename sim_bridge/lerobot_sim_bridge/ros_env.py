@@ -23,13 +23,13 @@ import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from gymnasium import spaces
-from lerobot_msgs.srv import ResetEnv
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from std_msgs.msg import Bool, Float64, String
 
+from lerobot_msgs.srv import ResetEnv
 from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError, load_contract
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError

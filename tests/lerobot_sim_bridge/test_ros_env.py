@@ -59,11 +59,12 @@ def test_ros_robot_env_steps_the_sim_bridge_in_lockstep(processes, sim_env, smal
 
         # Actions are in LeRobot units: degrees for the body, 0..100 for the gripper.
         target = np.array([20.0, -15.0, 25.0, 20.0, 0.0, 60.0])
-        for step in range(40):
+        steps = 0
+        truncated = False
+        while not truncated and steps < 60:
             observation, reward, terminated, truncated, info = env.step(target)
-            if truncated:
-                break
-        assert step == 39 and truncated and not terminated and info["episode_end"] == "time_limit"
+            steps += 1
+        assert steps == 40 and truncated and not terminated and info["episode_end"] == "time_limit"
         assert reward == 0.0 and info["is_success"] is False
         np.testing.assert_allclose(observation["observation.state"], target, atol=4.0)
         with pytest.raises(InvalidConfigError, match="6 finite values"):
