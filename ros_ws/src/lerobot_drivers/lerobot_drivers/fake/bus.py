@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 import array
-import contextlib
 import fcntl
 import os
 import random
@@ -263,25 +262,28 @@ class PtyServoBus:
     """Serves a FakeServoBus on a pseudo-terminal; `port` is the path a driver opens.
 
     Requests that arrive while the client's baud rate differs from the servos' are ignored, as real servos
-    cannot decode them. `disconnect()` closes the terminal's master side: the client then sees I/O errors,
-    as when a USB adapter is unplugged. With `emulate_wire_time`, replies are delayed by the time the
-    request and the replies take on a real wire at the bus baud rate.
+    cannot decode them. `disconnect()` closes the terminal: the client then sees I/O errors, as when a USB
+    adapter is unplugged. With `emulate_wire_time`, replies are delayed by the time the request and the
+    replies take on a real wire at the bus baud rate.
+
+    Only the server thread closes the terminal's descriptors, and each exactly once, so that no descriptor
+    number is closed after the system has handed it to someone else.
     """
 
     def __init__(self, bus: FakeServoBus, *, emulate_wire_time: bool = False) -> None:
         self.bus = bus
         self.emulate_wire_time = emulate_wire_time
-        self._master, slave = os.openpty()
+        self._master, self._slave = os.openpty()
         tty.setraw(self._master)
-        self.port = os.ttyname(slave)
-        # Keep the slave open so the device node persists between client sessions.
-        self._slave = slave
-        attrs = termios.tcgetattr(slave)
+        self.port = os.ttyname(self._slave)
+        # The slave stays open here too, so the device node persists between client sessions.
+        attrs = termios.tcgetattr(self._slave)
         attrs[3] &= ~termios.ECHO
-        termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        self._stop_r, self._stop_w = os.pipe()
+        termios.tcsetattr(self._slave, termios.TCSANOW, attrs)
+        self._wake_r, self._wake_w = os.pipe()
         self._thread: threading.Thread | None = None
-        self._connected = True
+        self._disconnect = threading.Event()
+        self._terminal_closed = False
 
     def __enter__(self) -> PtyServoBus:
         self.start()
@@ -294,43 +296,51 @@ class PtyServoBus:
         self._thread = threading.Thread(target=self._serve, name=f"fake-{self.bus.family}-bus", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def _wake_and_join(self) -> None:
         if self._thread is not None:
-            os.write(self._stop_w, b"x")
-            self._thread.join(timeout=2.0)
+            os.write(self._wake_w, b"x")
+            self._thread.join(timeout=5.0)
             self._thread = None
-        for fd in (self._stop_r, self._stop_w, self._slave):
-            _close_quietly(fd)
-        if self._connected:
-            _close_quietly(self._master)
-            self._connected = False
+
+    def stop(self) -> None:
+        """Stop serving and release every descriptor (idempotent)."""
+        self._disconnect.set()
+        self._wake_and_join()
+        self._close_terminal()
+        for name in ("_wake_r", "_wake_w"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                os.close(fd)
 
     def disconnect(self) -> None:
         """Simulate unplugging the adapter: the client's reads and writes fail from now on."""
-        with self.bus.lock:
-            if self._connected:
-                self._connected = False
-                _close_quietly(self._slave)
-                _close_quietly(self._master)
+        self._disconnect.set()
+        self._wake_and_join()
+        self._close_terminal()
 
     @property
     def connected(self) -> bool:
-        return self._connected
+        return not self._disconnect.is_set()
+
+    def _close_terminal(self) -> None:
+        if not self._terminal_closed:
+            self._terminal_closed = True
+            os.close(self._slave)
+            os.close(self._master)
 
     def _serve(self) -> None:
-        while self._connected:
+        while not self._disconnect.is_set():
             try:
-                ready, _, _ = select.select([self._master, self._stop_r], [], [], 0.5)
-            except (OSError, ValueError):
+                ready, _, _ = select.select([self._master, self._wake_r], [], [], 0.5)
+            except OSError:
                 return
-            if self._stop_r in ready:
-                return
-            if self._master not in ready:
+            if self._wake_r in ready or self._master not in ready:
                 continue
             try:
                 data = os.read(self._master, 4096)
             except OSError:
-                return  # disconnected
+                return
             if not data:
                 continue
             client_baud = port_baudrate(self._master)
@@ -342,7 +352,7 @@ class PtyServoBus:
             if self.emulate_wire_time:
                 n_bytes = len(data) + sum(len(r) for r in replies)
                 _sleep_precise(n_bytes * 10.0 / self.bus.baudrate)
-            if replies:
+            if replies and not self._disconnect.is_set():
                 try:
                     os.write(self._master, b"".join(replies))
                 except OSError:
@@ -355,11 +365,6 @@ def _sleep_precise(seconds: float) -> None:
         time.sleep(seconds - 0.001)
     while time.perf_counter() < end:
         pass
-
-
-def _close_quietly(fd: int) -> None:
-    with contextlib.suppress(OSError):  # already closed by disconnect()
-        os.close(fd)
 
 
 def make_servos(
