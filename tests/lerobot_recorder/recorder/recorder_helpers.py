@@ -114,3 +114,25 @@ def reference_load(root: Path, tmp_path: Path) -> dict[str, np.ndarray]:
     assert run.returncode == 0, run.stderr[-4000:]
     with np.load(out) as data:
         return {key: data[key] for key in data.files}
+
+
+def wait_future(future: Any, timeout: float, what: str) -> Any:
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(timeout), f"{what} did not complete within {timeout} s"
+    return future.result()
+
+
+def record_one_episode(node: Any, task: str, duration_s: float) -> tuple[Any, list[Any]]:
+    from rclpy.action import ActionClient
+
+    from lerobot_msgs.action import RecordEpisode
+
+    client = ActionClient(node, RecordEpisode, "/recorder/record_episode")
+    assert client.wait_for_server(timeout_sec=30), "the record_episode action server did not appear"
+    feedback: list[Any] = []
+    goal = RecordEpisode.Goal(task=task, duration_s=duration_s)
+    handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), 10, "goal")
+    assert handle.accepted
+    result = wait_future(handle.get_result_async(), 30, "the episode").result
+    return result, feedback

@@ -6,40 +6,16 @@ import os
 import pty
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from recorder_helpers import start_recorder, start_streams, status_watcher
+from recorder_helpers import record_one_episode, start_recorder, start_streams, status_watcher
 
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_ros.testing import call_service, venv_script, wait_for_service
 
 pytestmark = pytest.mark.ros
-
-
-def wait_future(future: Any, timeout: float, what: str) -> Any:
-    done = threading.Event()
-    future.add_done_callback(lambda _f: done.set())
-    assert done.wait(timeout), f"{what} did not complete within {timeout} s"
-    return future.result()
-
-
-def record_one_episode(node: Any, task: str, duration_s: float) -> tuple[Any, list[Any]]:
-    from rclpy.action import ActionClient
-
-    from lerobot_msgs.action import RecordEpisode
-
-    client = ActionClient(node, RecordEpisode, "/recorder/record_episode")
-    assert client.wait_for_server(timeout_sec=30), "the record_episode action server did not appear"
-    feedback: list[Any] = []
-    goal = RecordEpisode.Goal(task=task, duration_s=duration_s)
-    handle = wait_future(client.send_goal_async(goal, feedback_callback=feedback.append), 10, "goal")
-    assert handle.accepted
-    result = wait_future(handle.get_result_async(), 30, "the episode").result
-    return result, feedback
 
 
 class Keyboard:

@@ -1,0 +1,136 @@
+"""`lerobot-ros bag record`, and the record-a-bag-then-convert workflow giving the live recorder's frames."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from recorder_helpers import CONTRACT, record_one_episode, start_recorder, start_streams, status_watcher
+
+from lerobot_recorder.bags.reader import BagSource
+from lerobot_recorder.dataset import DatasetReader
+from lerobot_ros.testing import venv_script
+
+pytestmark = pytest.mark.ros
+
+
+def lossless_contract(tmp_path: Path) -> Path:
+    data = yaml.safe_load(CONTRACT.read_text())
+    for feature in data["features"].values():
+        if feature.get("dtype") == "video":
+            feature["dtype"] = "image"  # PNG: frames compare exactly
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_path: Path) -> None:
+    contract = lossless_contract(tmp_path)
+    watcher = status_watcher(ros_node)
+    start_streams(processes)
+    live_root = tmp_path / "live"
+    start_recorder(processes, live_root, contract=str(contract), start_session=False, reliable=True, latency_s=0.3)
+    watcher.wait_state("idle", timeout=40)
+    bag = tmp_path / "bag"
+    recorder = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "bag",
+            "record",
+            "-e",
+            "^/(follower|cameras)/|^/recorder/episode_start$",
+            "-o",
+            str(bag),
+        ],
+        name="bag-record",
+    )
+    recorder.wait_for_output(r"recording /recorder/episode_start", timeout=30)
+    recorder.wait_for_output(r"recording /cameras/wrist/image_raw", timeout=30)
+    result, _ = record_one_episode(ros_node, "pick the cube", 1.5)
+    assert result.saved, result.message
+    recorder.send_signal(signal.SIGINT)
+    assert recorder.wait(30) == 0, recorder.output()[-3000:]
+    assert '"error": null' in recorder.output()
+
+    with BagSource(bag) as source:
+        assert source.info.storage == "mcap"
+        assert {"/follower/joint_states", "/cameras/front/image_raw", "/recorder/episode_start"} <= set(
+            source.info.topics
+        )
+    converted = tmp_path / "converted"
+    run = subprocess.run(
+        [
+            venv_script("lerobot-ros"),
+            "bag2dataset",
+            str(bag),
+            "--contract",
+            str(contract),
+            "--output",
+            str(converted),
+            "--split",
+            "marker:/recorder/episode_start",
+            "--task",
+            "pick the cube",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    live, offline = DatasetReader(live_root), DatasetReader(converted)
+    assert live.num_episodes == offline.num_episodes == 1
+    n = len(live)
+    assert n >= 20 and len(offline) >= n  # the bag went on after the episode
+    for i in range(n):
+        a, b = live[i], offline[i]
+        np.testing.assert_array_equal(a["observation.state"], b["observation.state"], err_msg=f"frame {i}")
+        for key in ("observation.images.front", "observation.images.wrist"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{key} frame {i}")
+
+
+def test_bag_record_splits_by_duration_and_rejects_bad_selection(processes, tmp_path: Path) -> None:
+    start_streams(processes)
+    out = tmp_path / "split"
+    recorder = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "bag",
+            "record",
+            "/follower/joint_states",
+            "-o",
+            str(out),
+            "--max-bag-duration",
+            "0.5",
+            "--duration",
+            "2.0",
+        ],
+        name="bag-split",
+    )
+    assert recorder.wait(40) == 0, recorder.output()[-3000:]
+    parts = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(parts) >= 3
+    total = 0
+    for part in parts:
+        with BagSource(part) as source:
+            total += sum(1 for _ in source.messages(["/follower/joint_states"]))
+    assert total >= 100  # 100 Hz for ~1.5 s after discovery
+
+    bad = subprocess.run(
+        [venv_script("lerobot-ros"), "bag", "record", "-e", "([", "-o", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "not a valid regular expression" in bad.stderr
+    none = subprocess.run(
+        [venv_script("lerobot-ros"), "bag", "record", "-o", str(tmp_path / "y")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert none.returncode == 2 and "no topics chosen" in none.stderr
