@@ -106,6 +106,10 @@ def task_index_out_of_range(root: Path) -> None:
     edit_table(root / DATA, change)
 
 
+def stats_stale(root: Path) -> None:
+    edit_json(root / "meta/stats.json", lambda stats: stats["action"].update(count=[20]))
+
+
 def images_left_over(root: Path) -> None:
     folder = root / "images/observation.images.front/episode-000000"
     folder.mkdir(parents=True)
@@ -127,6 +131,7 @@ def images_left_over(root: Path) -> None:
         (old_version, "v2.1"),
         (task_index_out_of_range, "task_index outside"),
         (images_left_over, "unfinished LeRobot recording"),
+        (stats_stale, "statistics are stale"),
     ],
 )
 def test_broken_dataset_is_reported(

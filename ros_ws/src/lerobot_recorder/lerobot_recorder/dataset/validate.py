@@ -70,7 +70,7 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     episodes = _check_episodes(root, info, tasks, report)
     _check_data(root, info, features, episodes, tasks, report)
     if info["total_episodes"]:  # stats.json appears with the first episode
-        _check_stats(root, features, report)
+        _check_stats(root, features, int(info["total_frames"]), report)
     if check_videos:
         _check_videos(root, info, features, episodes, report)
     return report.problems
@@ -310,7 +310,7 @@ def _check_data(
         )
 
 
-def _check_stats(root: Path, features: dict[str, FeatureSpec], report: _Report) -> None:
+def _check_stats(root: Path, features: dict[str, FeatureSpec], total_frames: int, report: _Report) -> None:
     path = root / STATS_PATH
     if not path.is_file():
         report.add(STATS_PATH, "missing (policies cannot normalise without it)")
@@ -337,6 +337,12 @@ def _check_stats(root: Path, features: dict[str, FeatureSpec], report: _Report) 
             want = (1,) if name == "count" else expected
             if shape != want:
                 report.add(STATS_PATH, f"{key!r} {name} has shape {list(shape)}, expected {list(want)}")
+        if not spec.is_camera and np.asarray(entry["count"]).tolist() != [total_frames]:
+            report.add(
+                STATS_PATH,
+                f"{key!r} count is {entry['count']} but the dataset has {total_frames} frames: "
+                "the statistics are stale",
+            )
         if spec.is_camera:
             lo, hi = np.asarray(entry["min"], dtype=float), np.asarray(entry["max"], dtype=float)
             if (lo < 0).any() or (hi > 1).any():
