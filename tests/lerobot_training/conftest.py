@@ -14,7 +14,7 @@ import torch
 from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
 
 STATE_NAMES = ["shoulder_pan.pos", "elbow_flex.pos", "gripper.pos"]
-IMAGE_SHAPE = (32, 32, 3)
+IMAGE_SHAPE = (32, 48, 3)
 
 TINY_ACT: dict[str, Any] = {
     "chunk_size": 6,
@@ -40,6 +40,8 @@ TINY_DIFFUSION: dict[str, Any] = {
     "num_inference_steps": 4,
 }
 TINY = {"act": TINY_ACT, "diffusion": TINY_DIFFUSION}
+# Inputs without the camera: no ResNet, so loop tests (seeding, resume, CLI) run in seconds.
+VECTOR_INPUTS = ["observation.state", "observation.environment_state"]
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +65,7 @@ def write_dataset(
     features = {
         "observation.state": FeatureSpec("float32", (3,), STATE_NAMES),
         "observation.images.front": FeatureSpec(camera, image_shape),
+        "observation.environment_state": FeatureSpec("float32", (2,), ["target_x", "target_y"]),
         "action": FeatureSpec("float32", (3,), STATE_NAMES),
     }
     with DatasetWriter.create(
@@ -80,6 +83,7 @@ def write_dataset(
                     {
                         "observation.state": state,
                         "observation.images.front": image,
+                        "observation.environment_state": np.array([episode, np.sin(phase)], dtype=np.float32),
                         "action": np.array([np.sin(phase + 0.3), np.cos(phase + 0.3), state[2] + 1], dtype=np.float32),
                     }
                 )
@@ -89,7 +93,7 @@ def write_dataset(
 
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """4 episodes x 12 frames, 32x32 h264 camera; shared by the tests that only read it."""
+    """4 episodes x 12 frames, 32x48 h264 camera; shared by the tests that only read it."""
     return write_dataset(tmp_path_factory.mktemp("data") / "tiny")
 
 
