@@ -21,6 +21,7 @@ def vector_features() -> dict[str, FeatureSpec]:
         "next.reward": FeatureSpec("float64", (1,)),
         "next.done": FeatureSpec("bool", (1,)),
         "counter": FeatureSpec("int64", (2,)),
+        "operator.note": FeatureSpec("string", (1,)),
     }
 
 
@@ -31,6 +32,7 @@ def vector_frame(rng: np.random.Generator, i: int, length: int) -> dict[str, obj
         "next.reward": float(i),
         "next.done": np.array([i == length - 1]),
         "counter": np.array([i, 2 * i]),
+        "operator.note": f"step {i}",
     }
 
 
@@ -71,6 +73,7 @@ def test_vectors_round_trip(tmp_path: Path) -> None:
         np.testing.assert_array_equal(item["next.reward"], [frame["next.reward"]])
         np.testing.assert_array_equal(item["counter"], frame["counter"])
         assert item["counter"].dtype == np.int64
+        assert item["operator.note"] == frame["operator.note"]
 
     stats = json.loads((root / "meta/stats.json").read_text())
     states = np.stack([f["observation.state"] for f in written])
@@ -78,6 +81,7 @@ def test_vectors_round_trip(tmp_path: Path) -> None:
     np.testing.assert_allclose(stats["observation.state"]["std"], states.std(axis=0), rtol=1e-4)
     assert stats["observation.state"]["count"] == [sum(lengths)]
     assert stats["next.done"]["max"] == [True]
+    assert "operator.note" not in stats  # no statistics for strings, as in LeRobot
     for key in ("q01", "q10", "q50", "q90", "q99"):
         assert key in stats["index"]
 
