@@ -17,9 +17,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from multiprocessing import shared_memory
 from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
 
 from lerobot_recorder.bags.convert import (
     BagEvent,
@@ -87,55 +91,158 @@ def preflight(bags: Sequence[Path], options: ConvertOptions) -> list[str]:
     return problems
 
 
-def _worker_main(path: str, options: ConvertOptions, out: multiprocessing.Queue[Event | None]) -> None:
-    """Worker process: stream one bag's events into `out`."""
+@dataclass(frozen=True)
+class _PictureLayout:
+    """Where each picture feature of a frame lies inside one shared-memory slot."""
+
+    fields: tuple[tuple[str, tuple[int, ...], str, int], ...]  # key, shape, dtype, byte offset
+    slot_bytes: int
+
+    @classmethod
+    def for_contract(cls, options: ConvertOptions) -> _PictureLayout:
+        fields = []
+        offset = 0
+        for key, feat in options.contract.features.items():
+            if not feat.is_image:
+                continue
+            depth = feat.dtype == "depth"
+            shape = (feat.shape[0] * feat.shape[1],) if depth else tuple(feat.shape)
+            dtype = "float32" if depth else "uint8"
+            fields.append((key, shape, dtype, offset))
+            offset += int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return cls(tuple(fields), max(offset, 1))
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The picture features."""
+        return frozenset(f[0] for f in self.fields)
+
+    def views(self, shm: shared_memory.SharedMemory, slot: int) -> dict[str, npt.NDArray[Any]]:
+        """Arrays over slot `slot` of the shared block, one per picture feature."""
+        buf = shm.buf
+        assert buf is not None, "shared memory block is closed"
+        base = slot * self.slot_bytes
+        return {
+            key: np.ndarray(shape, dtype=dtype, buffer=buf, offset=base + offset)
+            for key, shape, dtype, offset in self.fields
+        }
+
+
+@dataclass
+class _SharedFrame:
+    """A FrameEvent whose pictures wait in shared-memory slot `slot` (vectors travel in the message)."""
+
+    slot: int
+    vectors: dict[str, npt.NDArray[Any]]
+
+
+SLOTS_PER_WORKER = 8
+
+
+def _worker_main(
+    path: str,
+    options: ConvertOptions,
+    out: multiprocessing.Queue[Event | _SharedFrame | None],
+    free: multiprocessing.Queue[int],
+    shm_name: str,
+) -> None:
+    """Worker process: stream one bag's events into `out`, pictures through shared memory."""
+    # The parent creates and unlinks the block; fork-server workers share its resource tracker.
+    shm = shared_memory.SharedMemory(name=shm_name)
+    layout = _PictureLayout.for_contract(options)
     try:
         for event in bag_events(path, options):
-            out.put(event)
+            if isinstance(event, FrameEvent):
+                slot = free.get()
+                views = layout.views(shm, slot)
+                for key, view in views.items():
+                    view[...] = event.values[key]
+                del views
+                out.put(_SharedFrame(slot, {k: v for k, v in event.values.items() if k not in layout.keys}))
+            else:
+                out.put(event)
     finally:
         out.put(None)
+        shm.close()
 
 
 def _parallel_events(bags: Sequence[Path], options: ConvertOptions, jobs: int) -> Iterator[Event]:
-    """Events of every bag in order, produced by up to `jobs` worker processes."""
+    """Events of every bag in order, produced by up to `jobs` worker processes.
+
+    Pictures cross from worker to parent through a shared-memory ring of `SLOTS_PER_WORKER` frames per worker
+    (pickling 1.8 MB per frame through a pipe costs more CPU than decoding it); a slot is handed back once the
+    consumer has passed the frame to the writer (which copies pictures before `add_frame` returns).
+    """
     # Not fork: the parent runs encoder threads. The fork server starts once with the converter imported,
     # so each worker starts in milliseconds instead of re-importing numpy/rosbags/cv2.
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["lerobot_recorder.bags.convert"])
+    layout = _PictureLayout.for_contract(options)
     pending = deque(bags)
-    running: deque[tuple[Path, ForkServerProcess, multiprocessing.Queue[Event | None]]] = deque()
+    running: deque[_Worker] = deque()
 
     def start_more() -> None:
         while pending and len(running) < jobs:
             path = pending.popleft()
-            out: multiprocessing.Queue[Event | None] = ctx.Queue(QUEUE_FRAMES)
-            proc = ctx.Process(target=_worker_main, args=(str(path), options, out), daemon=True)
+            shm = shared_memory.SharedMemory(create=True, size=layout.slot_bytes * SLOTS_PER_WORKER)
+            out: multiprocessing.Queue[Event | _SharedFrame | None] = ctx.Queue(QUEUE_FRAMES)
+            free: multiprocessing.Queue[int] = ctx.Queue()
+            for slot in range(SLOTS_PER_WORKER):
+                free.put(slot)
+            proc = ctx.Process(target=_worker_main, args=(str(path), options, out, free, shm.name), daemon=True)
             proc.start()
-            running.append((path, proc, out))
+            running.append(_Worker(path, proc, out, free, shm))
 
     try:
         start_more()
         while running:
-            path, proc, out = running[0]
+            worker = running[0]
             while True:
                 try:
-                    event = out.get(timeout=WORKER_POLL_S)
+                    event = worker.out.get(timeout=WORKER_POLL_S)
                 except queue_mod.Empty:
-                    if not proc.is_alive():
-                        yield BagEvent(str(path), {}, error=f"worker for {path} died (exit code {proc.exitcode})")
+                    if not worker.proc.is_alive():
+                        code = worker.proc.exitcode
+                        yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} died (exit code {code})")
                         break
                     continue
                 if event is None:
                     break
-                yield event
-            proc.join()
+                if isinstance(event, _SharedFrame):
+                    values = {**event.vectors, **layout.views(worker.shm, event.slot)}
+                    yield FrameEvent(values)
+                    del values
+                    worker.free.put(event.slot)
+                else:
+                    yield event
+            worker.proc.join()
             running.popleft()
+            worker.release()
             start_more()
     finally:
-        for _, proc, _ in running:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join()
+        for worker in running:
+            if worker.proc.is_alive():
+                worker.proc.terminate()
+            worker.proc.join()
+            worker.release()
+
+
+@dataclass
+class _Worker:
+    path: Path
+    proc: ForkServerProcess
+    out: multiprocessing.Queue[Event | _SharedFrame | None]
+    free: multiprocessing.Queue[int]
+    shm: shared_memory.SharedMemory
+
+    def release(self) -> None:
+        """Free the shared memory once the worker has exited."""
+        self.shm.unlink()
+        try:
+            self.shm.close()
+        except BufferError:
+            # A frame view is still referenced somewhere; the mapping goes away with it (already unlinked).
+            return
 
 
 def _serial_events(bags: Sequence[Path], options: ConvertOptions) -> Iterator[Event]:
