@@ -60,7 +60,11 @@ def run_ours(bags: list[Path], out: Path, jobs: int, codec: str) -> dict[str, An
     start = time.perf_counter()
     result = convert_bags(bags, options, root=out, repo_id="bench/ours", codec=codec, jobs=jobs)
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "frames": result.frames, "episodes": len(result.episodes), **_child_rusage()}
+    usage = _child_rusage()
+    # Fork-server workers are not our children: their CPU time comes back in the per-bag report.
+    usage["cpu_s"] += sum(bag.get("worker_cpu_s", 0.0) for bag in result.bags)
+    usage["peak_rss_mb"] = max([usage["peak_rss_mb"], *(bag.get("worker_peak_rss_mb", 0.0) for bag in result.bags)])
+    return {"wall_s": wall, "frames": result.frames, "episodes": len(result.episodes), **usage}
 
 
 BASELINE = r"""

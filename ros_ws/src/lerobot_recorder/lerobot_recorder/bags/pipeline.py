@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import queue as queue_mod
+import resource
 import shutil
 import sys
 import time
@@ -160,6 +161,10 @@ def _worker_main(
                 del views
                 out.put(_SharedFrame(slot, {k: v for k, v in event.values.items() if k not in layout.keys}))
             else:
+                if isinstance(event, BagEvent):
+                    usage = resource.getrusage(resource.RUSAGE_SELF)
+                    event.info["worker_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
+                    event.info["worker_peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
                 out.put(event)
     finally:
         out.put(None)
