@@ -103,7 +103,7 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
         for warning in bag.get("warnings", []):
             print(f"  warning  {Path(bag['bag']).name}: {warning}")
         clock = bag.get("clock")
-        if clock:
+        if clock and "different clocks" in clock["note"]:
             print(f"  clock    {Path(bag['bag']).name}: {clock['note']}")
     for failure in result.failed:
         print(f"  FAILED   {failure['bag']}: {failure['error']}")
