@@ -31,6 +31,9 @@ T = TypeVar("T")
 POLL_INTERVAL_S = 0.05
 # With an explicit TYPE, how long to look for the topic in the graph to check that type.
 EXPLICIT_TYPE_CHECK_S = 1.0
+# DDS discovery of a participant can take one announcement period (~3 s) when its first announcements
+# are missed, so a graph that still holds no other node after --spin-time is given this much longer.
+EMPTY_GRAPH_EXTRA_S = 3.0
 
 
 class CliNode:
@@ -74,6 +77,12 @@ class CliNode:
                 break
             self._spin_once(min(remaining, 0.1))
         return done()
+
+    def discover(self, spin_time: float) -> None:
+        """Let discovery run for `spin_time` s, and up to EMPTY_GRAPH_EXTRA_S more while no other node is seen."""
+        self.spin_for(spin_time)
+        own = (self.node.get_name(), self.node.get_namespace())
+        self.poll(lambda: any(n != own for n in self.node.get_node_names_and_namespaces()), EMPTY_GRAPH_EXTRA_S)
 
     def poll(self, probe: Callable[[], T | None], timeout: float) -> T | None:
         """Call `probe` until it returns a truthy value or `timeout` seconds pass; returns the last result.

@@ -54,7 +54,7 @@ def _list(args: argparse.Namespace) -> int:
     from lerobot_ros.introspection.graph import CliNode
 
     with CliNode() as cli:
-        cli.spin_for(args.spin_time)
+        cli.discover(args.spin_time)
         names = [fq for fq, name in _node_names(cli.node) if args.all or not name.startswith("_")]
     if len(set(names)) < len(names):
         duplicates = sorted({n for n in names if names.count(n) > 1})

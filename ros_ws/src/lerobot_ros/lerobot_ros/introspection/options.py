@@ -51,7 +51,10 @@ def add_spin_time(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         default=DEFAULT_SPIN_TIME_S,
         metavar="S",
-        help=f"seconds to wait for DDS discovery before answering (default: {DEFAULT_SPIN_TIME_S:g})",
+        help=(
+            f"seconds to wait for DDS discovery before answering (default: {DEFAULT_SPIN_TIME_S:g}); "
+            "up to 3 s more while no other node has been seen"
+        ),
     )
 
 

@@ -148,7 +148,7 @@ def _list(args: argparse.Namespace) -> int:
     from lerobot_ros.introspection.graph import CliNode
 
     with CliNode() as cli:
-        cli.spin_for(args.spin_time)
+        cli.discover(args.spin_time)
         topics = cli.topic_types(include_hidden=args.include_hidden_topics)
     if args.count_topics:
         print(len(topics))
