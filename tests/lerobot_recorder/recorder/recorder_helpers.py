@@ -27,6 +27,8 @@ def ros_args(params: dict[str, Any]) -> list[str]:
             text = "true" if value else "false"
         elif isinstance(value, list):
             text = "[" + ",".join(f"'{v}'" for v in value) + "]"
+        elif value == "":
+            text = "''"
         else:
             text = str(value)
         out += ["-p", f"{key}:={text}"]

@@ -132,3 +132,16 @@ def test_same_frames_as_the_bag_aligner_on_the_same_stream() -> None:
         (f.time_ns, {k: p.sample.payload for k, p in f.picks.items()}) for f in off
     ]
     assert live.report.frames_dropped_stale == offline.report.frames_dropped_stale > 0
+
+
+def test_stamps_on_another_clock_are_released_by_the_offset_not_early() -> None:
+    s = make(max_age_ms=100, latency_ns=50 * MS)
+    behind = 5_000 * MS  # the stamps run 5 s behind the recorder's clock (device clock, sim time)
+    s.push("joints", -10 * MS, 0, receive_ns=-10 * MS + behind + 1 * MS)
+    assert s.start(behind) == -1 * MS  # the episode start on the stamps' clock
+    for t in range(0, 200, 10):
+        s.push("joints", t * MS, t, receive_ns=t * MS + behind + 1 * MS)
+        s.push("cam", t * MS, t, receive_ns=t * MS + behind + 1 * MS)
+    frames = s.poll(190 * MS + behind + 1 * MS)
+    assert [f.slot for f in frames] == [0, 1]  # frame 2 (200 ms) is neither complete nor due (250 ms)
+    assert s.report.frames_dropped == 0

@@ -90,6 +90,7 @@ class Recorder(LifecycleNode):
         self._last_status = 0.0
         self._exit_code: int | None = None
         self._session_pending = False
+        self._last_problem = ""
         self._control_group = ReentrantCallbackGroup()
         self._tick_group = MutuallyExclusiveCallbackGroup()
         self._sub_group = MutuallyExclusiveCallbackGroup()
@@ -384,8 +385,9 @@ class Recorder(LifecycleNode):
         sampler = self._sampler
         if sampler is None:
             return
+        now = self._now_ns()
         try:
-            stamp = header_stamp_ns(raw) if topic in self._header_topics and self._stamp_header else self._now_ns()
+            stamp = header_stamp_ns(raw) if topic in self._header_topics and self._stamp_header else now
             payloads = {}
             for feat in self._by_topic[topic]:
                 if feat.is_image:
@@ -396,11 +398,14 @@ class Recorder(LifecycleNode):
         except (MessageMismatchError, RecorderError, ValueError, KeyError) as err:
             self._bad_messages += 1
             self._warn_throttled(f"{topic}: message ignored: {err}")
+            with self._lock:
+                if self._workflow is not None:
+                    self._workflow.message = f"{topic}: message ignored: {err}"
             return
         with self._lock:
             try:
                 for key, payload in payloads.items():
-                    sampler.push(key, stamp, payload)
+                    sampler.push(key, stamp, payload, now)
             except ClockJumpError as err:
                 self._on_clock_jump(str(err))
 
@@ -433,6 +438,12 @@ class Recorder(LifecycleNode):
                         sink.put_frame(frame)
                 except ClockJumpError as err:
                     self._on_clock_jump(str(err))
+            problem = sink.counters.last_problem
+            if problem and problem != self._last_problem:
+                self._last_problem = problem
+                workflow.message = f"frames dropped: {problem}"
+                self.get_logger().error(workflow.message)
+                self._status_dirty = True
             if self._session_pending:
                 if sampler.silent:
                     workflow.message = f"waiting for the first message on {', '.join(sampler.silent)}"
@@ -466,10 +477,10 @@ class Recorder(LifecycleNode):
         sampler, sink = self._sampler, self._sink
         assert sampler is not None and sink is not None
         if command.action is Action.START:
-            sampler.start(now_ns)
+            start = sampler.start(now_ns)
             sink.start_episode(command.task)
             marker = self._status_msg()
-            marker.header.stamp.sec, marker.header.stamp.nanosec = divmod(now_ns, NS)
+            marker.header.stamp.sec, marker.header.stamp.nanosec = divmod(start, NS)
             self._marker_pub.publish(marker)
             self.get_logger().info(f"recording episode {self._episode_index}: {command.task!r}")
             return

@@ -11,8 +11,10 @@ The rule is the bag converter's (`lerobot_recorder.bags.align`, DESIGN.md sectio
 
 Live, a frame cannot wait for the future forever: frame t is sampled as soon as every feature has a sample
 stamped after t (nothing at or before t can still come, stamps being monotonic per topic), or once the clock
-reaches ``t + latency_ns`` (a topic has paused; its frame is then judged by `max_age_ns`). A sample that
-arrives after its frame was sampled is counted as late. Recording a bag of the same stream and converting it
+reaches ``t + latency_ns`` (a topic has paused; its frame is then judged by `max_age_ns`). The clock is read
+through the smallest receive-minus-stamp offset seen in the episode, so stamps on another clock than the
+recorder's (a device clock, sim time) still work. A sample that arrives after its frame was sampled is
+counted as late. Recording a bag of the same stream and converting it
 with ``bag2dataset --split marker:...`` (markers at the episode starts) gives the same frames.
 
 Memory is bounded: per feature only the newest sample at or before the next frame time and the ones after it
@@ -80,6 +82,7 @@ class LiveSampler:
         self._buffers: dict[str, deque[Sample]] = {k: deque() for k in self.features}
         self._last_stamp: dict[str, int] = {}
         self._last_now: int | None = None
+        self._offset: int | None = None
         self._seq = 0
         self._start_ns: int | None = None
         self._t0: int | None = None
@@ -110,9 +113,13 @@ class LiveSampler:
         """Features that never had a sample since the sampler was made (episode or not)."""
         return [k for k in self.features if k not in self._last_stamp]
 
-    def start(self, start_ns: int) -> None:
-        """Begin an episode at `start_ns` (samples stamped earlier are not used)."""
-        self._start_ns = start_ns
+    def start(self, start_ns: int) -> int:
+        """Begin an episode at clock time `start_ns`; returns the start on the stamps' clock.
+
+        Samples stamped before the returned time are not used (it equals `start_ns` when the stamps are on the
+        recorder's clock, up to the smallest transport delay seen).
+        """
+        self._start_ns = start_ns - (self._offset or 0)
         self._last_now = None
         self._t0 = None
         self._next_slot = 0
@@ -120,13 +127,18 @@ class LiveSampler:
             buf.clear()
         self.report = self._new_report()
         self.live = LiveStats()
+        return self._start_ns
 
-    def push(self, key: str, stamp_ns: int, payload: Any) -> None:
-        """Add a sample of feature `key`; raises ClockJumpError when its stamps went back by a clock jump."""
+    def push(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None = None) -> None:
+        """Add a sample of feature `key` (received at clock time `receive_ns`, when known).
+
+        Raises ClockJumpError when the feature's stamps went back by more than `clock_jump_ns`.
+        """
         last = self._last_stamp.get(key)
         if last is not None and stamp_ns < last:
             if last - stamp_ns > self.clock_jump_ns:
                 self._last_stamp[key] = stamp_ns
+                self._offset = None
                 if self._start_ns is None:
                     return  # between episodes a reset clock is expected (sim resets)
                 raise ClockJumpError(
@@ -136,6 +148,9 @@ class LiveSampler:
             self.live.out_of_order += 1
             return
         self._last_stamp[key] = stamp_ns
+        if receive_ns is not None:
+            offset = receive_ns - stamp_ns
+            self._offset = offset if self._offset is None else min(self._offset, offset)
         if self._start_ns is None:
             return
         if stamp_ns < self._start_ns:
@@ -164,16 +179,18 @@ class LiveSampler:
         if self._last_now is not None and now_ns < self._last_now - self.clock_jump_ns:
             back = (self._last_now - now_ns) / NS
             self._last_now = now_ns
+            self._offset = None
             raise ClockJumpError(f"the clock went back {back:.3f} s (from a sim reset or a time source change)")
         self._last_now = now_ns if self._last_now is None else max(self._last_now, now_ns)
-        return self._release(lambda t: now_ns >= t + self.latency_ns)
+        stamp_now = now_ns - (self._offset or 0)
+        return self._release(lambda t: stamp_now >= t + self.latency_ns)
 
     def stop(self, end_ns: int) -> list[AlignedFrame]:
-        """End the episode at `end_ns`: returns the remaining frames up to the earliest feature's last sample."""
+        """End the episode at clock time `end_ns`: returns the remaining frames up to the earliest feature's last sample."""
         frames: list[AlignedFrame] = []
         if self._t0 is not None:
             last = min(f.last_stamp_ns or 0 for f in self.report.features.values())
-            limit = min(last, end_ns)
+            limit = min(last, end_ns - (self._offset or 0))
             frames = self._release(lambda t: t <= limit, stop_at=limit)
         self._start_ns = None
         for buf in self._buffers.values():
