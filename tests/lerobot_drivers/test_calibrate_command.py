@@ -159,3 +159,54 @@ def test_contract_units_are_printed_from_a_calibration(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "so101_gripper_range_0_100: {kind: range, in: [-1.571180, 1.571180], out: [0, 100]}" in out
     assert "lerobot_so101: {kind: per_joint, default: rad_to_deg, joints: {gripper: so101_gripper_range_0_100}}" in out
+
+
+def test_interactive_procedure_waits_for_enter_at_each_step(tmp_path):
+    """The interactive flow on a terminal: ENTER at the middle pose, a live table, ENTER to stop."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    spec = get_arm("so101_follower")
+    fake = fake_arm_bus(spec, None, positions=START)
+    output = tmp_path / "cal.json"
+    script = (
+        "import argparse, sys\n"
+        "from lerobot_drivers.calibrate_command import COMMAND\n"
+        "p = argparse.ArgumentParser(); COMMAND.add_arguments(p)\n"
+        "sys.exit(COMMAND.run(p.parse_args(sys.argv[1:])))\n"
+    )
+    with PtyServoBus(fake) as bus_pty:
+        master, slave = pty.openpty()
+        argv = ["--robot", "so101_follower", "--port", bus_pty.port, "--output", str(output)]
+        proc = subprocess.Popen([sys.executable, "-c", script, *argv], stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        seen = bytearray()
+
+        def read_until(marker: bytes, timeout: float = 20.0) -> None:
+            deadline = time.monotonic() + timeout
+            while marker not in seen:
+                assert time.monotonic() < deadline, f"{marker!r} not printed; output: {seen.decode(errors='replace')}"
+                try:
+                    seen.extend(os.read(master, 4096))
+                except OSError:
+                    time.sleep(0.05)
+
+        try:
+            read_until(b"middle of its range of motion")
+            assert all(fake.servo(i).get("Homing_Offset") == 0 for i in range(1, 7))  # waits for ENTER
+            os.write(master, b"\n")
+            read_until(b"Press ENTER to stop")
+            done = threading.Event()
+            _hand(fake, spec, done)
+            read_until(b"shoulder_pan")
+            os.write(master, b"\n")
+            read_until(b"Calibration saved")
+            assert proc.wait(20) == 0
+        finally:
+            proc.kill()
+            os.close(master)
+    calibration = load_calibration(output)
+    assert calibration["elbow_flex"].range_min == 2047 + SWEEP[0]
+    assert calibration["wrist_roll"].range_max == 4095
