@@ -122,10 +122,15 @@ class DatasetReader:
         return values.reshape(spec.shape).copy()
 
     def __getitem__(self, index: int) -> dict[str, Any]:
+        return self._item(index, skip=())
+
+    def _item(self, index: int, skip: Sequence[str]) -> dict[str, Any]:
         index = self._check_index(index)
         episode = self._episode_of(index)
-        item = {key: self._value(key, spec, index, episode) for key, spec in self.meta.features.items()}
-        item["task"] = self.meta.tasks[int(item["task_index"])]
+        features = self.meta.features
+        item = {key: self._value(key, spec, index, episode) for key, spec in features.items() if key not in skip}
+        task_index = self._numeric("task_index", features["task_index"])[index, 0]
+        item["task"] = self.meta.tasks[int(task_index)]
         return item
 
     def get(self, index: int, delta_timestamps: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
@@ -135,9 +140,9 @@ class DatasetReader:
         positions outside the episode repeat its first/last frame and are flagged True in
         `f"{key}_is_pad"`. Deltas must be multiples of 1/fps (within tolerance_s).
         """
-        item = self[index]
         if not delta_timestamps:
-            return item
+            return self[index]
+        item = self._item(index, skip=list(delta_timestamps))  # windowed keys are decoded once, below
         index = self._check_index(index)
         episode = self._episode_of(index)
         start, end = int(episode["dataset_from_index"]), int(episode["dataset_to_index"])
