@@ -288,3 +288,65 @@ def test_pusht_runs_through_the_same_bridge_and_expert(processes, sim_env, ros_n
     expert.wait_for_output(r"episode 0 \(seed 0\): time_limit after 20 commands", timeout=60)
     assert expert.wait(timeout=20) == 0
     assert tuple(states.snapshot()[-1].name) == ("agent_x", "agent_y")
+
+
+def test_bridge_and_fake_hardware_arm_speak_the_same_topics(processes, sim_env, ros_node, tmp_path):
+    """The real driver on simulated servos (namespace /real) next to the bridge (namespace /sim)."""
+    processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "launch",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "lerobot_drivers",
+            "so101_follower.launch.yaml",
+            "fake_hardware:=true",
+            "namespace:=real",
+            "loop_rate:=30.0",
+            f"fake_dir:={tmp_path / 'fake'}",
+        ],
+        name="fake_arm",
+        env=sim_env,
+    )
+    argv = [venv_script("sim_bridge"), "--ros-args", "-r", "__ns:=/sim", "-p", "cameras:=''", "-p", "seed:=0"]
+    processes.start(argv, name="bridge", env=sim_env).wait_for_output("sim bridge ready", timeout=60)
+    for spec in topics.ARM_TOPICS:
+        real_types = wait_for_topic(ros_node, f"/real/{spec.name}", timeout=60)
+        assert wait_for_topic(ros_node, f"/sim/{spec.name}", timeout=20) == real_types == [spec.type]
+    for name, info in (
+        (topics.JOINT_STATES, ros_node.get_publishers_info_by_topic),
+        (topics.JOINT_COMMANDS, ros_node.get_subscriptions_info_by_topic),
+        (topics.JOINT_TRAJECTORY, ros_node.get_subscriptions_info_by_topic),
+    ):
+        (real,), (sim,) = info(f"/real/{name}"), info(f"/sim/{name}")
+        assert (real.qos_profile.reliability, real.qos_profile.durability) == (
+            sim.qos_profile.reliability,
+            sim.qos_profile.durability,
+        ), name
+
+    real_states = Recorder(ros_node, JointState, f"/real/{topics.JOINT_STATES}")
+    sim_states = Recorder(ros_node, JointState, f"/sim/{topics.JOINT_STATES}")
+    real_states.wait_until(lambda m: len(m) > 3, 30, "fake arm joint_states")
+    sim_states.wait_until(lambda m: len(m) > 3, 30, "bridge joint_states")
+    real, sim = real_states.snapshot()[-1], sim_states.snapshot()[-1]
+    assert list(real.name) == list(sim.name) == list(DRIVER_JOINTS)
+    for msg in (real, sim):
+        assert len(msg.position) == len(msg.velocity) == len(msg.effort) == 6
+        assert all(abs(q) < math.pi for q in msg.position)
+
+    # The same command message moves both arms to the same joint angles (radians on both).
+    target = np.array([0.3, -0.2, 0.4, 0.3, 0.5, 0.8])
+    command = JointState(name=list(DRIVER_JOINTS), position=target.tolist())
+    publishers = [
+        ros_node.create_publisher(JointState, f"/{ns}/{topics.JOINT_COMMANDS}", RELIABLE) for ns in ("real", "sim")
+    ]
+    deadline = time.monotonic() + 30
+    reached = False
+    while time.monotonic() < deadline and not reached:
+        for publisher in publishers:
+            publisher.publish(command)
+        time.sleep(0.1)
+        reached = all(
+            np.max(np.abs(np.array(rec.snapshot()[-1].position) - target)) < 0.06 for rec in (real_states, sim_states)
+        )
+    assert reached, (real_states.snapshot()[-1].position, sim_states.snapshot()[-1].position)
