@@ -166,6 +166,10 @@ def _worker_main(
                     event.info["worker_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
                     event.info["worker_peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
                 out.put(event)
+    except Exception as err:
+        # A bug, not bad input (bag_events reports that itself): tell the parent, then fail loudly here too.
+        out.put(BagEvent(path, {}, error=f"worker failed: {type(err).__name__}: {err}"))
+        raise
     finally:
         out.put(None)
         shm.close()
@@ -202,17 +206,22 @@ def _parallel_events(bags: Sequence[Path], options: ConvertOptions, jobs: int) -
         start_more()
         while running:
             worker = running[0]
+            finished = False
             while True:
                 try:
                     event = worker.out.get(timeout=WORKER_POLL_S)
                 except queue_mod.Empty:
                     if not worker.proc.is_alive():
-                        code = worker.proc.exitcode
-                        yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} died (exit code {code})")
+                        if not finished:
+                            code = worker.proc.exitcode
+                            yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} died (exit {code})")
                         break
                     continue
                 if event is None:
+                    if not finished:
+                        yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} ended without a result")
                     break
+                finished = finished or isinstance(event, BagEvent)
                 if isinstance(event, _SharedFrame):
                     values = {**event.vectors, **layout.views(worker.shm, event.slot)}
                     yield FrameEvent(values)
@@ -349,15 +358,28 @@ def convert_bags(
                             in_episode = False
                         result.failed.append({"bag": event.bag, "error": event.error})
                     result.bags.append({**event.info, **({"error": event.error} if event.error else {})})
+    except DatasetError as err:
+        # The writer refused a frame or failed to commit (the open episode is already discarded).
+        _drop_if_empty(root, created, result)
+        raise BagError(f"writing {root} failed: {err}") from None
+    except BaseException:
+        _drop_if_empty(root, created, result)
+        raise
     finally:
         if bar is not None:
             bar.close()
     result.seconds = time.monotonic() - started
-    if created and not result.episodes:
-        shutil.rmtree(root, ignore_errors=True)
-    else:
+    if not _drop_if_empty(root, created, result):
         result.report_path = _save_report(root, result)
     return result
+
+
+def _drop_if_empty(root: Path, created: bool, result: ConversionResult) -> bool:
+    """Remove a dataset this run created when no episode made it in (no empty dataset is left behind)."""
+    if created and not result.episodes:
+        shutil.rmtree(root, ignore_errors=True)
+        return True
+    return False
 
 
 def _save_report(root: Path, result: ConversionResult) -> Path:
