@@ -172,6 +172,40 @@ def pyav_backend(work: Path, pool: list[np.ndarray], frames: int) -> dict[str, o
     return out
 
 
+def append_cost(work: Path) -> dict[str, object]:
+    """What the atomic commit costs at LeRobot's file-size limits: rewriting the current mp4 (stream copy)
+    and data parquet (row-group copy) with one more episode appended."""
+    from lerobot_recorder.dataset.video import concatenate
+    from lerobot_recorder.dataset.writer import _write_parquet_appended
+
+    rng = np.random.default_rng(0)
+    episode = work / "noisy-episode.mp4"
+    encoder = EpisodeVideoEncoder(episode, codec="h264", fps=FPS, height=HEIGHT, width=WIDTH)
+    for _ in range(30):
+        encoder.encode(rng.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8))
+    encoder.finish()
+    episode_mb = episode.stat().st_size / 2**20
+    result: dict[str, object] = {"episode_mp4_mb": episode_mb}
+    for target_mb in (50, 200):
+        big = work / f"big-{target_mb}.mp4"
+        concatenate([episode] * max(1, round(target_mb / episode_mb)), big)
+        t0 = time.perf_counter()
+        concatenate([big, episode], work / "appended.mp4")
+        result[f"mp4_append_at_{target_mb}mb_s"] = {"value": time.perf_counter() - t0, "unit": "s"}
+    import pyarrow as pa
+
+    blobs = [rng.integers(0, 256, 300_000, dtype=np.uint8).tobytes() for _ in range(330)]  # ~PNG 640x480
+    rows = pa.table({"image": pa.array(blobs, pa.binary()), "index": np.arange(330)})
+    data = work / "data-100mb.parquet"
+    _write_parquet_appended(None, rows, data)  # as the writer writes it
+    new_rows = rows.slice(0, 30)
+    t0 = time.perf_counter()
+    _write_parquet_appended(data, new_rows, work / "data-appended.parquet")
+    result["parquet_append_at_100mb_s"] = {"value": time.perf_counter() - t0, "unit": "s"}
+    result["parquet_file_mb"] = data.stat().st_size / 2**20
+    return result
+
+
 TORCHCODEC_PROBE = r"""
 import json, sys, time
 import numpy as np, torch
@@ -269,6 +303,7 @@ def main() -> int:
                 f"{codec}: sustained {figure['value']:.1f} frames/s (PNG+batch baseline {base_figure['value']:.1f}); "
                 f"paced max lag {paced['encode_lag_s_max']:.2f} s"
             )
+        report["commit_append_cost"] = append_cost(work)
         backend_frames = 60 if args.quick else 150
         report["backends_one_camera"] = {
             "pyav_15.1.0": pyav_backend(work, pools["front"], backend_frames),

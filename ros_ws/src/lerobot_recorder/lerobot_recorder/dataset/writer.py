@@ -725,10 +725,27 @@ def _episodes_table(rows: list[dict[str, Any]]) -> pa.Table:
         raise DatasetFormatError(f"episode rows do not share one schema: {err}") from None
 
 
+def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """Snappy, with dictionaries and statistics only on the non-image columns.
+
+    Image cells are PNG bytes: a dictionary never helps and makes reading the file back (which every
+    append does) ten times slower; min/max statistics of PNG bytes are useless.
+    """
+    plain: list[str] = []
+    for field_ in schema:
+        if pa.types.is_struct(field_.type):
+            continue
+        if pa.types.is_list(field_.type) or pa.types.is_fixed_size_list(field_.type):
+            plain.append(f"{field_.name}.list.element")
+        else:
+            plain.append(field_.name)
+    return {"compression": "snappy", "use_dictionary": plain, "write_statistics": plain}
+
+
 def _write_parquet_appended(existing: Path | None, table: pa.Table, out: Path) -> None:
     """Write `existing`'s row groups (if any) followed by `table` (one row group) to `out`."""
     if existing is None:
-        pq.write_table(table, out, compression="snappy")
+        pq.write_table(table, out, **_parquet_options(table.schema))
         return
     source = pq.ParquetFile(existing)
     schema = source.schema_arrow
@@ -736,7 +753,7 @@ def _write_parquet_appended(existing: Path | None, table: pa.Table, out: Path) -
         new = table.select(schema.names).cast(schema)
     except (pa.ArrowException, KeyError) as err:
         raise SchemaMismatchError(f"the new episode's columns do not fit {existing}: {err}") from None
-    with pq.ParquetWriter(out, schema, compression="snappy") as writer:
+    with pq.ParquetWriter(out, schema, **_parquet_options(schema)) as writer:
         for i in range(source.num_row_groups):
             writer.write_table(source.read_row_group(i))
         writer.write_table(new)
