@@ -186,7 +186,7 @@ class LiveSampler:
         return self._release(lambda t: stamp_now >= t + self.latency_ns)
 
     def stop(self, end_ns: int) -> list[AlignedFrame]:
-        """End the episode at clock time `end_ns`: returns the remaining frames up to the earliest feature's last sample."""
+        """End the episode at clock time `end_ns`: the remaining frames, up to the earliest last sample."""
         frames: list[AlignedFrame] = []
         if self._t0 is not None:
             last = min(f.last_stamp_ns or 0 for f in self.report.features.values())
