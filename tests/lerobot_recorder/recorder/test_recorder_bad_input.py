@@ -39,18 +39,26 @@ def test_wrong_message_type_is_named(processes, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("params", "expected"),
-    [
-        ({"task": '"two\\nlines"'}, "control characters"),  # YAML escape: a real newline
-        ({"task": ""}, "parameter `task` is empty"),
-        ({"contract": "/nonexistent/contract.yaml"}, "contract /nonexistent/contract.yaml: <file>: cannot read"),
-    ],
-)
-def test_bad_parameters_fail_at_configure(processes, tmp_path: Path, params: dict, expected: str) -> None:
-    recorder = start_recorder(processes, tmp_path / "ds", shutdown_when_done=True, startup_timeout_s=0.0, **params)
-    assert recorder.wait(30) == 1
-    assert expected in recorder.output()
+BAD_PARAMETERS = [
+    ({"task": '"two\\nlines"'}, "control characters"),  # YAML escape: a real newline
+    ({"task": ""}, "parameter `task` is empty"),
+    ({"contract": "/nonexistent/contract.yaml"}, "contract /nonexistent/contract.yaml: <file>: cannot read"),
+]
+
+
+def test_bad_parameters_fail_at_configure(processes, tmp_path: Path) -> None:
+    started = [
+        (
+            start_recorder(
+                processes, tmp_path / f"ds{i}", name=f"rec{i}", shutdown_when_done=True, startup_timeout_s=0.0, **params
+            ),
+            expected,
+        )
+        for i, (params, expected) in enumerate(BAD_PARAMETERS)
+    ]
+    for recorder, expected in started:
+        assert recorder.wait(40) == 1
+        assert expected in recorder.output()
 
 
 def test_root_of_another_schema_or_existing_root_is_refused(processes, tmp_path: Path) -> None:
@@ -61,9 +69,9 @@ def test_root_of_another_schema_or_existing_root_is_refused(processes, tmp_path:
         w.save_episode()
     start_streams(processes)
     resumed = start_recorder(processes, root, resume=True, shutdown_when_done=True)
+    fresh = start_recorder(processes, root, name="fresh", shutdown_when_done=True)
     assert resumed.wait(40) == 1
     assert "holds a different schema" in resumed.output() and "observation.state" in resumed.output()
-    fresh = start_recorder(processes, root, name="fresh", shutdown_when_done=True)
     assert fresh.wait(40) == 1
     assert "already exists; pass resume:=true" in fresh.output()
     assert DatasetReader(root).num_episodes == 1 and validate(root) == []
@@ -89,11 +97,12 @@ def test_images_changing_size_are_dropped_with_a_clear_error(processes, ros_node
 def test_clock_jumping_back_ends_the_episode_and_keeps_it(processes, ros_node, tmp_path: Path) -> None:
     root = tmp_path / "ds"
     watcher = status_watcher(ros_node)
-    start_streams(processes, jump_back_after_s=6.0, jump_back_s=30.0)
-    recorder = start_recorder(processes, root, episode_time_s=1.0, reset_time_s=0.1, num_episodes=100)
+    # From 4 s on, the stamps go back 30 s every 3 s (a sim resetting its clock); episodes would last 30 s.
+    start_streams(processes, jump_back_after_s=4.0, jump_back_s=30.0, jump_period_s=3.0)
+    recorder = start_recorder(processes, root, episode_time_s=30.0, reset_time_s=0.1, num_episodes=100)
     jump = watcher.wait_for(lambda m: "clock was reset" in m.message, timeout=60, what="a clock jump")
     assert "episode was ended there and saved" in jump.message
-    after = watcher.wait_for(lambda m: m.num_episodes >= jump.num_episodes + 2, timeout=30, what="more episodes")
+    after = watcher.wait_for(lambda m: m.num_episodes >= jump.num_episodes + 1, timeout=30, what="more episodes")
     recorder.send_signal(signal.SIGINT)
     recorder.wait(20)
     assert validate(root) == []
@@ -101,4 +110,4 @@ def test_clock_jumping_back_ends_the_episode_and_keeps_it(processes, ros_node, t
     assert reader.num_episodes >= after.num_episodes
     for episode in range(reader.num_episodes):
         first, last = reader.episode_range(episode)
-        assert last - first <= 31  # no episode swallowed the 30 s jump
+        assert last - first <= 5 * 30  # each episode ended at a jump (every 3-4 s), none ran its 30 s

@@ -54,6 +54,7 @@ class SyntheticStreams(Node):
         self.declare_parameter("resize_after_s", 0.0, desc("from then on, images are half the contract size; 0 = no"))
         self.declare_parameter("jump_back_after_s", 0.0, desc("from then on, stamps are jump_back_s earlier; 0 = no"))
         self.declare_parameter("jump_back_s", 0.0, desc("size of the backwards clock jump"))
+        self.declare_parameter("jump_period_s", 0.0, desc("jump back again every this long; 0 = once"))
         self.declare_parameter("duration_s", 0.0, desc("exit after this long; 0 = run until stopped"))
         contract = load_contract(self.get_parameter("contract").value)
         self._store = get_typestore(Stores.ROS2_KILTED)
@@ -86,7 +87,9 @@ class SyntheticStreams(Node):
         ns = int(self.get_clock().now().nanoseconds)
         jump_after = float(self._param("jump_back_after_s"))
         if jump_after > 0 and self._elapsed() >= jump_after:
-            ns -= round(float(self._param("jump_back_s")) * 1e9)
+            period = float(self._param("jump_period_s"))
+            jumps = 1 + (int((self._elapsed() - jump_after) // period) if period > 0 else 0)
+            ns -= jumps * round(float(self._param("jump_back_s")) * 1e9)
         return divmod(ns, 1_000_000_000)
 
     def _silent(self, topic: str) -> bool:
