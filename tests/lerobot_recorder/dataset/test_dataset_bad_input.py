@@ -133,6 +133,7 @@ def test_root_holding_a_different_schema(tmp_path: Path) -> None:
 def test_open_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetNotFoundError, match=r"info\.json"):
         DatasetWriter.open(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing written into a folder that is not a dataset
     root = tmp_path / "ds"
     writer = create(root)
     with pytest.raises(DatasetError, match="another DatasetWriter"):

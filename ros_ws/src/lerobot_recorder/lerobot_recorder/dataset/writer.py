@@ -39,6 +39,7 @@ from lerobot_recorder.dataset.errors import (
     DatasetError,
     DatasetExistsError,
     DatasetFormatError,
+    DatasetNotFoundError,
     EncoderError,
     EpisodeStateError,
     FeatureError,
@@ -200,8 +201,11 @@ class DatasetWriter:
     @staticmethod
     def _acquire_lock(root: Path) -> IO[str]:
         staging = root / STAGING_DIR
-        staging.mkdir(parents=True, exist_ok=True)
-        lock = (staging / LOCK_NAME).open("w")
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            lock = (staging / LOCK_NAME).open("w")
+        except OSError as err:
+            raise DatasetError(f"cannot write to {root}: {err}; the writer needs a writable dataset folder") from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -289,6 +293,10 @@ class DatasetWriter:
         to the one the dataset's videos already use.
         """
         root = Path(root)
+        if not (root / INFO_PATH).is_file():
+            raise DatasetNotFoundError(
+                f"{root} holds no LeRobot dataset ({INFO_PATH} is missing); use DatasetWriter.create for a new one"
+            )
         lock = cls._acquire_lock(root)
         try:
             recover(root)
@@ -475,7 +483,8 @@ class DatasetWriter:
     def save_episode(self) -> int:
         """Commit the episode being recorded atomically; returns its episode index.
 
-        On any error the episode is discarded and the dataset stays as it was before.
+        On an error the episode is discarded and the dataset stays as it was (an OSError becomes a
+        DatasetError). If the final renames fail, the writer closes and the next `open` finishes them.
         """
         self._check_open()
         episode = self._episode
@@ -492,6 +501,9 @@ class DatasetWriter:
                 if camera.png_file is not None:
                     camera.png_file.close()
             self._commit(episode)
+        except OSError as err:
+            self._abort_episode(episode)
+            raise DatasetError(f"saving episode {episode.index} failed: {err}; the dataset is unchanged") from err
         except BaseException:
             self._abort_episode(episode)
             raise
