@@ -1,0 +1,465 @@
+"""Executing action chunks on a clock (pure: times in integer nanoseconds, actions as numpy arrays).
+
+A chunk is ``(stamp, period, actions[H, D])``: step k is the target for time ``stamp + k * period`` (the
+stamp is the time of the observation the chunk was computed from, so step 0 is already late when the chunk
+arrives). The executor keeps a *plan*, a piecewise-linear trajectory of timed targets, and answers two
+questions at any time: the target now (`target`, for per-tick command streams) and the whole remaining
+horizon (`trajectory`, for JointTrajectory consumers).
+
+When a chunk arrives at time ``now``:
+
+* it is checked: shape, finite values, a positive period, not stamped in the future beyond
+  `future_tolerance_s` (clock skew), not entirely in the past (stale). A rejected chunk raises
+  `ChunkRejected` and leaves the plan untouched (the robot keeps following the previous plan, then holds);
+* values are clipped to the joint limits;
+* steps stamped before ``now`` are dropped (latency compensation): the new plan starts at ``now`` with the
+  chunk's value interpolated at ``now``;
+* the overlap with the plan being replaced is blended (`BlendMode`):
+  ``replace`` switches at once (a jump when the chunks disagree), ``crossfade`` starts from the old plan
+  and fades linearly into the new one over `crossfade_s`, ``ensemble`` is ACT's temporal ensembling:
+  each future time gets the weighted mean of every prediction made for it, the i-th prediction (0 =
+  oldest) weighing ``exp(-ensemble_coeff * i)``, starting from the old plan's value at ``now``.
+
+Past the end of the plan the executor is *starved*: it holds the last target (or decelerates to a stop
+over `deceleration_s`, `StarvationMode.DECELERATE`) and counts the event and its duration. Every target is
+clipped to the joint limits and, with `max_velocity`, moves at most ``max_velocity * dt`` per tick. A clock
+that jumps back by more than `clock_jump_s` (a simulation reset) drops the plan and holds; `hold` is the
+software stop: it freezes the current target and refuses chunks until `enable`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lerobot_policy_node.core.errors import ChunkRejected, PolicyConfigError
+
+NS = 1_000_000_000
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class BlendMode(str, Enum):
+    """How a new chunk takes over from the plan it replaces."""
+
+    REPLACE = "replace"
+    CROSSFADE = "crossfade"
+    ENSEMBLE = "ensemble"
+
+
+class StarvationMode(str, Enum):
+    """What the target does past the end of the plan."""
+
+    HOLD = "hold"
+    DECELERATE = "decelerate"
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Limits and blending of a `ChunkExecutor`. Limits are in the actions' units (radians on the ROS side)."""
+
+    joint_names: tuple[str, ...]
+    lower: tuple[float, ...] | None = None
+    upper: tuple[float, ...] | None = None
+    max_velocity: float = 0.0
+    blend: BlendMode = BlendMode.CROSSFADE
+    crossfade_s: float = 0.1
+    ensemble_coeff: float = 0.01
+    future_tolerance_s: float = 0.05
+    clock_jump_s: float = 0.1
+    starvation: StarvationMode = StarvationMode.HOLD
+    deceleration_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not self.joint_names:
+            raise PolicyConfigError("joint_names: at least one joint is needed")
+        if len(set(self.joint_names)) != len(self.joint_names):
+            raise PolicyConfigError(f"joint_names: names repeat in {list(self.joint_names)}")
+        size = len(self.joint_names)
+        for name in ("lower", "upper"):
+            values = getattr(self, name)
+            if values is not None:
+                if len(values) != size:
+                    raise PolicyConfigError(f"{name}: {len(values)} limits for {size} joints")
+                if any(math.isnan(v) for v in values):
+                    raise PolicyConfigError(f"{name}: NaN limit in {list(values)}")
+        if self.lower is not None and self.upper is not None:
+            bad = [n for n, lo, hi in zip(self.joint_names, self.lower, self.upper, strict=True) if lo > hi]
+            if bad:
+                raise PolicyConfigError(f"lower/upper: lower limit above the upper one for {bad}")
+        for name in ("max_velocity", "future_tolerance_s", "clock_jump_s", "deceleration_s", "ensemble_coeff"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise PolicyConfigError(f"{name}: must be a finite number >= 0, got {value}")
+        if not (math.isfinite(self.crossfade_s) and self.crossfade_s > 0):
+            raise PolicyConfigError(f"crossfade_s: must be a finite number > 0, got {self.crossfade_s}")
+        object.__setattr__(self, "blend", BlendMode(self.blend))
+        object.__setattr__(self, "starvation", StarvationMode(self.starvation))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Actions ``(horizon, joints)``; row k is the target for ``stamp_ns + k * period_ns``."""
+
+    stamp_ns: int
+    period_ns: int
+    actions: FloatArray
+    chunk_id: int = 0
+
+    @property
+    def end_ns(self) -> int:
+        """Time of the last step."""
+        return self.stamp_ns + (len(self.actions) - 1) * self.period_ns
+
+
+@dataclass
+class ExecutorStats:
+    """Counters for /diagnostics and the bench."""
+
+    chunks_accepted: int = 0
+    chunks_rejected: dict[str, int] = field(default_factory=dict)
+    last_rejection: str = ""
+    steps_dropped_late: int = 0
+    clipped_values: int = 0
+    rate_limited_ticks: int = 0
+    starvation_events: int = 0
+    starvation_ns: int = 0
+    clock_jumps: int = 0
+    last_latency_s: float = 0.0
+    max_latency_s: float = 0.0
+    max_boundary_step: float = 0.0
+    max_inner_step: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready copy."""
+        out = dict(self.__dict__)
+        out["chunks_rejected"] = dict(self.chunks_rejected)
+        out["starvation_s"] = self.starvation_ns / NS
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A piecewise-linear trajectory: strictly increasing `times_ns`, `values` (N, D), prediction `counts` (N,)."""
+
+    times_ns: IntArray
+    values: FloatArray
+    counts: FloatArray
+
+    @property
+    def end_ns(self) -> int:
+        return int(self.times_ns[-1])
+
+    def value_at(self, t_ns: int) -> FloatArray:
+        """Linear interpolation; the first/last value outside the plan."""
+        times = self.times_ns
+        if t_ns <= times[0]:
+            return np.array(self.values[0], dtype=np.float64)
+        if t_ns >= times[-1]:
+            return np.array(self.values[-1], dtype=np.float64)
+        i = int(np.searchsorted(times, t_ns, side="right")) - 1
+        span = float(times[i + 1] - times[i])
+        alpha = float(t_ns - times[i]) / span
+        return np.asarray(self.values[i] + alpha * (self.values[i + 1] - self.values[i]), dtype=np.float64)
+
+    def count_at(self, t_ns: int) -> float:
+        """Predictions made so far for time `t_ns` (0 past the end of the plan)."""
+        if t_ns > self.times_ns[-1]:
+            return 0.0
+        i = max(int(np.searchsorted(self.times_ns, t_ns, side="right")) - 1, 0)
+        return float(self.counts[i])
+
+    def final_velocity(self) -> FloatArray:
+        """Velocity of the last segment (zero for a one-point plan), per second."""
+        if len(self.times_ns) < 2:
+            return np.zeros(self.values.shape[1])
+        dt = float(self.times_ns[-1] - self.times_ns[-2]) / NS
+        return np.asarray((self.values[-1] - self.values[-2]) / dt, dtype=np.float64)
+
+
+class ChunkExecutor:
+    """See the module docstring. Not thread-safe: the caller serialises `submit`, `target` and `trajectory`."""
+
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+        size = len(config.joint_names)
+        self._lower = np.asarray(config.lower if config.lower is not None else [-np.inf] * size, dtype=np.float64)
+        self._upper = np.asarray(config.upper if config.upper is not None else [np.inf] * size, dtype=np.float64)
+        self._plan: Plan | None = None
+        self._output: FloatArray | None = None
+        self._output_ns: int | None = None
+        self._last_now: int | None = None
+        self._enabled = True
+        self._started = False
+        self._starved_since: int | None = None
+        self._switch_ns: int | None = None
+        self._switch_period_ns = 0
+        self.stats = ExecutorStats()
+
+    @property
+    def size(self) -> int:
+        """Number of joints."""
+        return len(self.config.joint_names)
+
+    @property
+    def enabled(self) -> bool:
+        """False after `hold` until `enable`."""
+        return self._enabled
+
+    @property
+    def plan(self) -> Plan | None:
+        """The current plan (None before the first chunk, after `hold` and after a clock jump)."""
+        return self._plan
+
+    @property
+    def starved(self) -> bool:
+        """True while the executor is past the end of its plan (and enabled, after a first chunk)."""
+        return self._starved_since is not None
+
+    def starvation_s(self, now_ns: int) -> float:
+        """Total starvation time, the ongoing episode included."""
+        ongoing = now_ns - self._starved_since if self._starved_since is not None else 0
+        return (self.stats.starvation_ns + max(ongoing, 0)) / NS
+
+    def reset(self, position: npt.ArrayLike, now_ns: int) -> None:
+        """Start from `position` (the measured pose): the first chunk blends from it instead of jumping."""
+        value = self._vector(position, "position")
+        self._output = self._clip(value)
+        self._output_ns = now_ns
+        self._last_now = now_ns
+        self._plan = None
+
+    def hold(self, now_ns: int) -> FloatArray | None:
+        """Software stop: freeze at the current target, drop the plan, refuse chunks until `enable`."""
+        now_ns = self._clock(now_ns)
+        if self._output is None and self._plan is not None:
+            self._output = self._clip(self._planned(now_ns))
+        self._plan = None
+        self._enabled = False
+        self._end_starvation(now_ns)
+        return None if self._output is None else self._output.copy()
+
+    def enable(self) -> None:
+        """Accept chunks again; the next one blends from the held target."""
+        self._enabled = True
+
+    def submit(self, chunk: Chunk, now_ns: int) -> None:
+        """Take `chunk` over from the current plan at time `now_ns` (raises ChunkRejected; see module docs)."""
+        now_ns = self._clock(now_ns)
+        if self._enabled:
+            self._started = True  # the policy is running: from now on, no plan is starvation
+        actions = self._check(chunk, now_ns)
+        clipped = np.clip(actions, self._lower, self._upper)
+        self.stats.clipped_values += int(np.count_nonzero(clipped != actions))
+        times = chunk.stamp_ns + np.arange(len(clipped), dtype=np.int64) * chunk.period_ns
+        incoming = Plan(times, clipped, np.ones(len(clipped)))
+        future = times > now_ns
+        self.stats.steps_dropped_late += int(np.count_nonzero(times < now_ns))
+        new_times = np.concatenate(([now_ns], times[future])).astype(np.int64)
+        new_values = np.concatenate((incoming.value_at(now_ns)[None, :], clipped[future]))
+        old = self._previous(now_ns)
+        if old is None or self.config.blend is BlendMode.REPLACE:
+            plan = Plan(new_times, new_values, np.ones(len(new_times)))
+        elif self.config.blend is BlendMode.CROSSFADE:
+            plan = self._crossfade(old, new_times, new_values, now_ns)
+        else:
+            plan = self._ensemble(old, new_times, new_values, now_ns)
+        self._plan = plan
+        self._end_starvation(now_ns)
+        self._switch_ns = now_ns
+        # Ticks until one period after the blend has resolved count as boundary steps.
+        fade = int(self.config.crossfade_s * NS) if self.config.blend is BlendMode.CROSSFADE else 0
+        self._switch_period_ns = chunk.period_ns + fade
+        latency = (now_ns - chunk.stamp_ns) / NS
+        self.stats.chunks_accepted += 1
+        self.stats.last_latency_s = latency
+        self.stats.max_latency_s = max(self.stats.max_latency_s, latency)
+
+    def target(self, now_ns: int) -> FloatArray | None:
+        """The command for time `now_ns` (None before any chunk or `reset`); advances the rate limiter."""
+        now_ns = self._clock(now_ns)
+        if self._plan is None:
+            self._note_starvation(now_ns)
+            if self._output is None:
+                return None
+            self._output_ns = now_ns
+            return self._output.copy()
+        desired = self._clip(self._planned(now_ns))
+        self._note_starvation(now_ns)
+        if self._output is None or self._output_ns is None:
+            out = desired
+        else:
+            out = self._rate_limit(self._output, desired, now_ns - self._output_ns)
+            step = float(np.max(np.abs(out - self._output))) if now_ns > self._output_ns else 0.0
+            boundary = self._switch_ns is not None and now_ns <= self._switch_ns + self._switch_period_ns
+            if boundary:
+                self.stats.max_boundary_step = max(self.stats.max_boundary_step, step)
+            else:
+                self.stats.max_inner_step = max(self.stats.max_inner_step, step)
+        self._output, self._output_ns = out, now_ns
+        return out.copy()
+
+    def trajectory(self, now_ns: int) -> tuple[IntArray, FloatArray] | None:
+        """The remaining plan from `now_ns` as (times, values), limits and max velocity applied; None if none."""
+        now_ns = self._clock(now_ns)
+        if self._plan is None:
+            if self._output is None:
+                return None
+            return np.array([now_ns], dtype=np.int64), self._output[None, :].copy()
+        start = self._clip(self._planned(now_ns))
+        if self._output is not None and self._output_ns is not None and self._output_ns <= now_ns:
+            start = self._rate_limit(self._output, start, now_ns - self._output_ns)
+        later = self._plan.times_ns > now_ns
+        times = np.concatenate(([now_ns], self._plan.times_ns[later])).astype(np.int64)
+        values = np.empty((len(times), self.size))
+        values[0] = start
+        for i in range(1, len(times)):
+            desired = self._clip(self._plan.values[later][i - 1])
+            values[i] = self._rate_limit(values[i - 1], desired, int(times[i] - times[i - 1]))
+        return times, values
+
+    def _vector(self, value: npt.ArrayLike, what: str) -> FloatArray:
+        array = np.asarray(value, dtype=np.float64).reshape(-1)
+        if array.shape != (self.size,):
+            raise ChunkRejected("shape", f"{what} has {array.size} values, the executor drives {self.size} joints")
+        if not np.all(np.isfinite(array)):
+            raise ChunkRejected("non_finite", f"{what} holds NaN or inf: {array.tolist()}")
+        return array
+
+    def _reject(self, reason: str, message: str) -> ChunkRejected:
+        self.stats.chunks_rejected[reason] = self.stats.chunks_rejected.get(reason, 0) + 1
+        self.stats.last_rejection = message
+        return ChunkRejected(reason, message)
+
+    def _check(self, chunk: Chunk, now_ns: int) -> FloatArray:
+        if not self._enabled:
+            raise self._reject("disabled", f"chunk {chunk.chunk_id} ignored: the executor is disabled (software stop)")
+        actions = np.asarray(chunk.actions, dtype=np.float64)
+        if actions.ndim != 2 or actions.shape[0] < 1 or actions.shape[1] != self.size:
+            raise self._reject(
+                "shape",
+                f"chunk {chunk.chunk_id} has shape {actions.shape}, expected (horizon >= 1, {self.size}) for joints "
+                f"{list(self.config.joint_names)}; check the policy's action features",
+            )
+        if not np.all(np.isfinite(actions)):
+            bad = sorted({self.config.joint_names[j] for j in np.argwhere(~np.isfinite(actions))[:, 1]})
+            raise self._reject("non_finite", f"chunk {chunk.chunk_id} holds NaN/inf for {bad}; holding instead")
+        if chunk.period_ns <= 0 and len(actions) > 1:
+            raise self._reject("period", f"chunk {chunk.chunk_id} has period {chunk.period_ns} ns; it must be > 0")
+        ahead = chunk.stamp_ns - now_ns
+        if ahead > self.config.future_tolerance_s * NS:
+            raise self._reject(
+                "future",
+                f"chunk {chunk.chunk_id} is stamped {ahead / NS:.3f} s in the future (clock skew between the policy's "
+                f"observations and this clock?); tolerance {self.config.future_tolerance_s} s",
+            )
+        if chunk.end_ns < now_ns:
+            raise self._reject(
+                "stale",
+                f"chunk {chunk.chunk_id} ended {(now_ns - chunk.end_ns) / NS:.3f} s ago (inference slower than the "
+                "chunk, or a clock mismatch); holding",
+            )
+        return actions
+
+    def _clock(self, now_ns: int) -> int:
+        """Monotonic time; a jump back beyond `clock_jump_s` drops the plan and holds."""
+        last = self._last_now
+        if last is not None and now_ns < last:
+            if last - now_ns <= self.config.clock_jump_s * NS:
+                return last
+            self.stats.clock_jumps += 1
+            if self._plan is not None:
+                self._output = self._clip(self._planned(last))
+            self._plan = None
+            self._starved_since = None
+            self._switch_ns = None
+            self._output_ns = now_ns
+        self._last_now = now_ns
+        return now_ns
+
+    def _previous(self, now_ns: int) -> Plan | None:
+        """What was planned from `now_ns` on, as a plan to blend from (None: nothing to blend from)."""
+        if self._plan is not None:
+            if now_ns <= self._plan.end_ns:
+                return self._plan
+            value = self._planned(now_ns)
+            return Plan(np.array([now_ns], dtype=np.int64), value[None, :], np.ones(1))
+        if self._output is not None:
+            return Plan(np.array([now_ns], dtype=np.int64), self._output[None, :].copy(), np.ones(1))
+        return None
+
+    def _crossfade(self, old: Plan, times: IntArray, values: FloatArray, now_ns: int) -> Plan:
+        window = self.config.crossfade_s * NS
+        fade_end = now_ns + int(window)
+        if not np.any(times == fade_end) and fade_end < times[-1]:
+            # A grid point where the fade completes keeps the blended curve faithful to the new chunk after it.
+            i = int(np.searchsorted(times, fade_end))
+            new_value = Plan(times, values, np.ones(len(times))).value_at(fade_end)
+            times = np.insert(times, i, fade_end)
+            values = np.insert(values, i, new_value, axis=0)
+        out = np.empty_like(values)
+        for i, t in enumerate(times):
+            w = min(float(t - now_ns) / window, 1.0)
+            out[i] = (1.0 - w) * old.value_at(int(t)) + w * values[i]
+        return Plan(times, out, np.ones(len(times)))
+
+    def _ensemble(self, old: Plan, times: IntArray, values: FloatArray, now_ns: int) -> Plan:
+        m = self.config.ensemble_coeff
+        out = np.empty_like(values)
+        counts = np.empty(len(times))
+        out[0] = old.value_at(now_ns)
+        counts[0] = old.count_at(now_ns)
+        for i in range(1, len(times)):
+            t = int(times[i])
+            previous = old.count_at(t)
+            if previous == 0:
+                out[i], counts[i] = values[i], 1.0
+                continue
+            weight_sum = previous if m == 0 else (1.0 - math.exp(-m * previous)) / (1.0 - math.exp(-m))
+            weight = math.exp(-m * previous)
+            out[i] = (old.value_at(t) * weight_sum + values[i] * weight) / (weight_sum + weight)
+            counts[i] = previous + 1.0
+        return Plan(times, out, counts)
+
+    def _planned(self, now_ns: int) -> FloatArray:
+        """The plan's value at `now_ns`, extended past its end by hold or deceleration."""
+        plan = self._plan
+        assert plan is not None
+        if now_ns <= plan.end_ns or self.config.starvation is StarvationMode.HOLD:
+            return plan.value_at(now_ns)
+        period = self.config.deceleration_s
+        velocity = plan.final_velocity()
+        tau = min((now_ns - plan.end_ns) / NS, period)
+        travelled = tau - tau * tau / (2 * period) if period > 0 else 0.0
+        return np.asarray(plan.values[-1] + velocity * travelled, dtype=np.float64)
+
+    def _note_starvation(self, now_ns: int) -> None:
+        plan = self._plan
+        starving = self._enabled and self._started and (plan is None or now_ns > plan.end_ns)
+        if starving and self._starved_since is None:
+            self.stats.starvation_events += 1
+            self._starved_since = plan.end_ns if plan is not None else now_ns
+        elif not starving:
+            self._end_starvation(now_ns)
+
+    def _end_starvation(self, now_ns: int) -> None:
+        if self._starved_since is not None:
+            self.stats.starvation_ns += max(now_ns - self._starved_since, 0)
+            self._starved_since = None
+
+    def _clip(self, value: FloatArray) -> FloatArray:
+        return np.asarray(np.clip(value, self._lower, self._upper), dtype=np.float64)
+
+    def _rate_limit(self, current: FloatArray, desired: FloatArray, dt_ns: int) -> FloatArray:
+        if self.config.max_velocity <= 0:
+            return desired
+        step = self.config.max_velocity * max(dt_ns, 0) / NS
+        delta = desired - current
+        if np.any(np.abs(delta) > step):
+            self.stats.rate_limited_ticks += 1
+        return np.asarray(current + np.clip(delta, -step, step), dtype=np.float64)
