@@ -183,7 +183,7 @@ class ArmDriver(LifecycleNode):
         self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
         self.declare_parameter("diagnostics_period", 1.0, desc("seconds between /diagnostics reports", read_only=True))
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
         for p in params:
             if p.name in ("max_relative_target", "max_velocity", "command_timeout") and self._controller is not None:
                 return SetParametersResult(
