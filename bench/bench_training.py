@@ -1,9 +1,9 @@
 """Training and inference speed of the policies on CPU, on a synthetic LeRobot v3 dataset.
 
 Writes bench/results/training.json:
-* decode: samples/s of the training dataset (camera frames decoded from the mp4), per-frame decoding
-  (baseline: the reader seeks for every sample) against whole-episode decoding into the cache, cold
-  (first epoch, decoding included) and warm;
+* decode: samples/s over one epoch in random order (camera frames decoded from the mp4), per-frame
+  decoding (baseline: the reader seeks for every sample) against whole-episode decoding into the
+  cache, cold (first epoch, decoding included) and warm (later epochs);
 * train.<policy>: samples/s of full optimisation steps (batch 8, DataLoader in the main process), and
   how the step time splits between fetching data (decode, windows, collate) and the model
   (forward, backward, AdamW);
@@ -108,12 +108,7 @@ def bench_decode(root: Path, policy: Policy, episodes: list[int], samples: int) 
     return {
         "per_frame_samples_per_s": {"value": uncached, "unit": "samples/s (baseline: seek + decode per sample)"},
         "cached_cold_samples_per_s": {"value": cold, "baseline": round(uncached, 2), "unit": "samples/s"},
-        "cached_warm_samples_per_s": {
-            "value": warm,
-            "baseline": round(uncached, 2),
-            "unit": "samples/s",
-            "target": ">= 10x per-frame",
-        },
+        "cached_warm_samples_per_s": {"value": warm, "baseline": round(uncached, 2), "unit": "samples/s"},
     }
 
 
@@ -205,7 +200,7 @@ def main() -> int:
         reader = DatasetReader(root)
         train_episodes = list(range(episodes))
         act = build("act_cpu", reader, train_episodes)
-        results["decode"] = bench_decode(root, act, train_episodes, min(len(reader), 120))
+        results["decode"] = bench_decode(root, act, train_episodes, len(reader))  # one epoch, random order
         print("decode:", json.dumps(results["decode"]))
         for name in SIZES:
             if args.quick and name == "act_lerobot_default":

@@ -35,6 +35,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-every", type=int, help="steps between log rows (default 10)")
     parser.add_argument("--num-workers", type=int, help="DataLoader worker processes (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1 or auto (default auto: CUDA when present)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's; 1 is best on busy machines)")
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -72,6 +73,7 @@ _FLAG_FIELDS = {
     "log_every": "log_every",
     "num_workers": "num_workers",
     "device": "device",
+    "threads": "threads",
     "features": "input_features",
     "image_stats": "image_stats",
     "augment": "augment",
@@ -81,8 +83,8 @@ _FLAG_FIELDS = {
     "eval_env": "eval_env",
 }
 # Settings a resumed run may change; the rest would make it a different run.
-_RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "val_every", "save_every", "log_every", "eval_every",
-              "eval_episodes", "eval_env"}  # fmt: skip
+_RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "threads", "val_every", "save_every", "log_every",
+              "eval_every", "eval_episodes", "eval_env"}  # fmt: skip
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class TrainConfig:
     log_every: int = 10
     num_workers: int = 0
     device: str = "auto"
+    threads: int | None = None  # torch intra-op threads; None: torch's default
     policy_overrides: dict[str, Any] = field(default_factory=dict)
     input_features: list[str] | None = None
     image_stats: str = "dataset"
@@ -164,6 +165,8 @@ class Trainer:
             raise TrainingError(
                 f"{config.out} already holds a run; pass --resume to continue it or choose another --out"
             )
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         reader = open_reader(config.dataset)
         self.fps = reader.fps
