@@ -31,7 +31,7 @@ def lossless_contract(tmp_path: Path) -> Path:
 def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_path: Path) -> None:
     contract = lossless_contract(tmp_path)
     watcher = status_watcher(ros_node)
-    start_streams(processes)
+    streams = start_streams(processes)
     live_root = tmp_path / "live"
     start_recorder(processes, live_root, contract=str(contract), start_session=False, reliable=True, latency_s=0.3)
     watcher.wait_state("idle", timeout=40)
@@ -52,6 +52,8 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
     recorder.wait_for_output(r"recording /cameras/wrist/image_raw", timeout=30)
     result, _ = record_one_episode(ros_node, "pick the cube", 1.5)
     assert result.saved, result.message
+    streams.send_signal(signal.SIGINT)  # the bag takes what is still on its way, then stops
+    streams.wait(10)
     recorder.send_signal(signal.SIGINT)
     assert recorder.wait(30) == 0, recorder.output()[-3000:]
     assert '"error": null' in recorder.output()

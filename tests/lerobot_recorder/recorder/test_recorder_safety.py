@@ -85,7 +85,7 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_saved_episodes(processes, 
     mount = tmp_path / "small"
     mount.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True, check=False
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.decode().strip()}")
@@ -98,7 +98,7 @@ def test_disk_full_stops_with_a_clear_error_and_keeps_saved_episodes(processes, 
             root,
             video=False,
             episode_time_s=1.0,
-            reset_time_s=0.1,
+            reset_time_s=0.0,
             num_episodes=200,
             shutdown_when_done=True,
         )

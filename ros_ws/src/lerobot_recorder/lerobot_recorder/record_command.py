@@ -67,6 +67,7 @@ def _run_bag(args: argparse.Namespace) -> int:
             rclpy.spin_once(node, timeout_sec=0.1)
             if args.duration and time.monotonic() - start >= args.duration:
                 break
+        _drain(node)
         summary = node.finish()
         node.destroy_node()
     finally:
@@ -76,6 +77,19 @@ def _run_bag(args: argparse.Namespace) -> int:
     if summary["error"]:
         raise CommandError(summary["error"], exit_code=1)
     return 0
+
+
+def _drain(node: object, quiet_s: float = 0.5, limit_s: float = 5.0) -> None:
+    """Take what the middleware still holds for us: spin until nothing came for `quiet_s` (at most `limit_s`)."""
+    import rclpy
+
+    deadline = time.monotonic() + limit_s
+    last_count, last_change = -1, time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - last_change < quiet_s:
+        rclpy.spin_once(node, timeout_sec=0.05)  # type: ignore[arg-type]
+        count = node.received  # type: ignore[attr-defined]
+        if count != last_count:
+            last_count, last_change = count, time.monotonic()
 
 
 BAG = Command(

@@ -34,6 +34,7 @@ class BagRecorder(Node):
         self._subscribed: dict[str, Any] = {}
         self._skipped: set[str] = set()
         self.error: str | None = None
+        self.received = 0
         self._thread = threading.Thread(target=self._write_loop, name="bag-writer", daemon=True)
         self._thread.start()
         self.discover()
@@ -92,6 +93,7 @@ class BagRecorder(Node):
         )
 
     def _on_message(self, topic: str, raw: bytes) -> None:
+        self.received += 1
         self._queue.put((topic, int(self.get_clock().now().nanoseconds), raw))
 
     def _write_loop(self) -> None:

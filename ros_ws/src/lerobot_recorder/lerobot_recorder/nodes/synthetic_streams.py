@@ -56,6 +56,11 @@ class SyntheticStreams(Node):
         self.declare_parameter("jump_back_s", 0.0, desc("size of the backwards clock jump"))
         self.declare_parameter("jump_period_s", 0.0, desc("jump back again every this long; 0 = once"))
         self.declare_parameter("duration_s", 0.0, desc("exit after this long; 0 = run until stopped"))
+        self.declare_parameter(
+            "picture_style",
+            "flat",
+            desc("flat (grey level = message number) or scene (shapes + noise: real encoder load)"),
+        )
         contract = load_contract(self.get_parameter("contract").value)
         self._store = get_typestore(Stores.ROS2_KILTED)
         self._start = time.monotonic()
@@ -106,9 +111,16 @@ class SyntheticStreams(Node):
     def _pictures(self, feat: FeatureContract, size: tuple[int, ...]) -> list[bytearray]:
         height, width = int(size[0]), int(size[1])
         out = []
+        scene = self._param("picture_style") == "scene"
+        rng = np.random.default_rng(len(feat.key))
         for i in range(CYCLE):
             rgb = np.full((height, width, 3), picture_value(i), dtype=np.uint8)
             rgb[:, :, 1] = np.linspace(0, 255, width, dtype=np.uint8)[None, :]
+            if scene:
+                x, y = (7 * i) % max(1, width - height // 4), (3 * i) % max(1, height - height // 4)
+                rgb[y : y + height // 4, x : x + height // 4] = (200, 60 + 2 * i, 40)
+                noisy = rgb.astype(np.int16) + rng.integers(-4, 5, rgb.shape, dtype=np.int16)
+                rgb = np.clip(noisy, 0, 255).astype(np.uint8)
             h, w, encoding, step, data = encode_image(rgb, "rgb8")
             msg = self._store.types["sensor_msgs/msg/Image"](
                 header=self._header(0, 0, feat.key),
