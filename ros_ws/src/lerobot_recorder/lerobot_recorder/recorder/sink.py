@@ -138,7 +138,7 @@ class EpisodeSink:
         return self.writer.encode_lag_frames
 
     def start_episode(self, task: str) -> None:
-        self.counters = SinkCounters()
+        """Open the next episode (counters restart when the thread gets there, after earlier frames)."""
         self._control(("start", task))
 
     def put_frame(self, frame: AlignedFrame) -> bool:
@@ -211,6 +211,7 @@ class EpisodeSink:
             self.on_event(SinkEvent("discarded", frames=self.counters.written))
 
     def _start(self, task: str) -> None:
+        self.counters = SinkCounters()
         self.values.reset()
         free = disk_free_bytes(self.writer.root)
         if free < self.min_free_bytes:
