@@ -1,0 +1,57 @@
+"""The recorder's lifecycle transitions in-process (no other processes): configure, activate, cleanup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from recorder_helpers import CONTRACT
+
+from lerobot_recorder.dataset import DatasetWriter
+
+pytestmark = pytest.mark.ros
+
+
+def make_node(ros_domain: int, root: Path, **params: object):
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from lerobot_recorder.nodes.recorder import Recorder
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_domain)
+    values = {"contract": str(CONTRACT), "root": str(root), "task": "t", "startup_timeout_s": 0.0, **params}
+    overrides = [Parameter(k, value=v) for k, v in values.items()]
+    return Recorder(context=context, parameter_overrides=overrides), context
+
+
+def test_transitions_create_and_release_the_dataset(ros_domain: int, tmp_path: Path) -> None:
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    root = tmp_path / "ds"
+    node, context = make_node(ros_domain, root, start_session=False)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert (root / "meta" / "info.json").is_file()
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        with DatasetWriter.open(root) as writer:  # the recorder let go of the dataset
+            assert writer.num_episodes == 0
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE  # exists now; resume is false
+    finally:
+        node.release()
+        node.destroy_node()
+        context.shutdown()
+
+
+def test_configure_fails_on_bad_parameters(ros_domain: int, tmp_path: Path) -> None:
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    node, context = make_node(ros_domain, tmp_path / "ds", resume=True)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert not (tmp_path / "ds").exists()
+    finally:
+        node.destroy_node()
+        context.shutdown()
