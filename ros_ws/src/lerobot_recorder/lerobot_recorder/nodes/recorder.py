@@ -253,7 +253,7 @@ class Recorder(LifecycleNode):
             tolerance_ns=None if tolerance is None else round(tolerance * NS),
             latency_ns=round(float(self._param("latency_s")) * NS),
             clock_jump_ns=round(float(self._param("clock_jump_s")) * NS),
-            max_samples=max(64, int(fps * 4)),
+            max_samples=max(32, int(fps * 2)),
         )
         values = FrameValues(contract, self._typestore.deserialize_cdr)
         self._sink = EpisodeSink(

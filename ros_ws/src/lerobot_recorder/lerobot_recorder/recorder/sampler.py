@@ -212,7 +212,11 @@ class LiveSampler:
             slot = self._next_slot
             self._next_slot += 1
             self._trim(frame_time(self._t0, self._next_slot, self.fps))
-            if picks is not None and (frame := self._check(slot, t, picks)) is not None:
+            if picks is None:
+                # The buffer cap threw away the sample this frame needed (sampling fell far behind): a drop.
+                self.report.slots = slot + 1
+                self.report.frames_dropped_stale += 1
+            elif (frame := self._check(slot, t, picks)) is not None:
                 out.append(frame)
         return out
 
@@ -225,7 +229,7 @@ class LiveSampler:
                     break
                 before = sample
             if before is None:
-                return None  # only after a buffer overflow threw away the sample this frame needed
+                return None
             picks[key] = Pick(before)
         return picks
 
