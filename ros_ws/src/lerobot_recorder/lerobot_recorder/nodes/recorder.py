@@ -91,6 +91,7 @@ class Recorder(LifecycleNode):
         self._exit_code: int | None = None
         self._session_pending = False
         self._last_problem = ""
+        self._config_error = ""
         self._control_group = ReentrantCallbackGroup()
         self._tick_group = MutuallyExclusiveCallbackGroup()
         self._sub_group = MutuallyExclusiveCallbackGroup()
@@ -579,13 +580,16 @@ class Recorder(LifecycleNode):
         msg.header.stamp = self.get_clock().now().to_msg()
         workflow = self._workflow
         state = workflow.state if workflow is not None else State.IDLE
-        if workflow is None and getattr(self, "_config_error", ""):
+        if workflow is None and self._config_error:
             state = State.ERROR
         msg.state = int(state)
         msg.state_name = state.name.lower()
         msg.dataset_root = str(self._root)
         msg.repo_id = str(self._param("repo_id"))
-        msg.task = workflow.task if workflow is not None else str(self._param("task"))
+        if workflow is None:
+            msg.task = str(self._param("task"))
+        else:
+            msg.task = workflow.episode_task if state in (State.RECORDING, State.SAVING) else workflow.task
         msg.episode_index = self._episode_index
         msg.num_episodes = self._num_saved
         counts = self._episode_counts() if state is State.RECORDING else self._last_episode or self._episode_counts()
@@ -595,7 +599,7 @@ class Recorder(LifecycleNode):
             msg.elapsed_s = float(workflow.elapsed(self._now_ns() / NS))
             msg.message = workflow.message
         else:
-            msg.message = getattr(self, "_config_error", "")
+            msg.message = self._config_error
         return msg
 
     def _publish_status(self) -> None:
@@ -635,7 +639,7 @@ class Recorder(LifecycleNode):
                     values[f"{key}.stale_drops"] = str(feat.stale_drops)
                 if sampler.active and sampler.waiting_for:
                     values["waiting_for"] = ", ".join(sampler.waiting_for)
-            problem = workflow.message if workflow is not None else getattr(self, "_config_error", "")
+            problem = workflow.message if workflow is not None else self._config_error
         try:
             free = disk_free_bytes(self._root)
             values["disk_free_mb"] = f"{free / 1e6:.1f}"
