@@ -70,3 +70,24 @@ def write_episodes(
 def create(root: Path, **kwargs: object) -> DatasetWriter:
     features = kwargs.pop("features", None) or camera_features()
     return DatasetWriter.create(root, repo_id="local/test", fps=30, features=features, **kwargs)  # type: ignore[arg-type]
+
+
+def run_dataset_command(*argv: str) -> tuple[int, str]:
+    """`lerobot-ros dataset ARGV...` in-process: (exit status, stdout). A CommandError gives its exit code."""
+    import argparse
+    import contextlib
+    import io
+
+    from lerobot_recorder.dataset_command import COMMAND
+    from lerobot_ros.command import CommandError
+
+    parser = argparse.ArgumentParser(prog="lerobot-ros dataset")
+    COMMAND.add_arguments(parser)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            status = COMMAND.run(parser.parse_args(list(argv)))
+        except CommandError as err:
+            print(err)
+            status = err.exit_code
+    return status, out.getvalue()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dataset_synthetic import camera_features, create, make_frame, write_episodes
+from dataset_synthetic import camera_features, create, make_frame, run_dataset_command, write_episodes
 
 from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError, EpisodeStateError
 from lerobot_recorder.dataset.validate import validate
@@ -183,9 +183,8 @@ def test_commit_interrupted_between_renames_rolls_forward(
         np.testing.assert_array_equal(reader[5]["action"], written[1][0]["action"])
     assert any("interrupted" in p.message for p in validate(root))
 
-    cli = [sys.executable, "-m", "lerobot_ros.cli", "dataset", "validate", "--repair", str(root)]
-    result = subprocess.run(cli, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    status, out = run_dataset_command("validate", "--repair", str(root))
+    assert status == 0, out
     with DatasetReader(root) as reader:
         assert reader.num_episodes == 3
         assert reader.tasks == ["a", "b"]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from dataset_synthetic import camera_features, create, write_episodes
+from dataset_synthetic import camera_features, create, run_dataset_command, write_episodes
 
 from lerobot_recorder.dataset.validate import validate
 
@@ -94,6 +92,11 @@ def video_missing(root: Path) -> None:
     (root / VIDEO).unlink()
 
 
+def video_truncated(root: Path) -> None:
+    path = root / VIDEO
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
 def old_version(root: Path) -> None:
     edit_json(root / "meta/info.json", lambda info: info.update(codebase_version="v2.1"))
 
@@ -128,6 +131,7 @@ def images_left_over(root: Path) -> None:
         (task_as_column, "not the pandas index"),
         (data_without_footer, "unreadable"),
         (video_missing, "missing"),
+        (video_truncated, "no video frame at their time"),
         (old_version, "v2.1"),
         (task_index_out_of_range, "task_index outside"),
         (images_left_over, "unfinished LeRobot recording"),
@@ -148,17 +152,18 @@ def test_broken_dataset_is_reported(
 def test_cli_exit_status_and_one_line_per_problem(valid_dataset: Path, tmp_path: Path) -> None:
     root = tmp_path / "broken"
     shutil.copytree(valid_dataset, root)
-    cli = [sys.executable, "-m", "lerobot_ros.cli", "dataset"]
-    ok = subprocess.run([*cli, "validate", str(root)], capture_output=True, text=True, check=False)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "OK" in ok.stdout
-    info = subprocess.run([*cli, "info", str(root)], capture_output=True, text=True, check=False)
-    assert info.returncode == 0 and "episodes       3  (30 frames" in info.stdout
+    status, out = run_dataset_command("validate", str(root))
+    assert status == 0, out
+    assert "OK" in out
+    status, out = run_dataset_command("info", str(root))
+    assert status == 0 and "episodes       3  (30 frames" in out
     stats_deleted(root)
     frames_one_lower(root)
-    bad = subprocess.run([*cli, "validate", str(root)], capture_output=True, text=True, check=False)
-    assert bad.returncode == 1
-    lines = bad.stdout.strip().splitlines()
+    status, out = run_dataset_command("validate", str(root))
+    assert status == 1
+    lines = out.strip().splitlines()
     assert lines[-1].startswith("INVALID: ")
     assert any(line.startswith("meta/stats.json: missing") for line in lines)
     assert any("total_frames is 29" in line for line in lines)
+    status, out = run_dataset_command("validate", str(tmp_path / "nowhere"))
+    assert status == 2 and "not a folder" in out
