@@ -94,6 +94,20 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
         for key in ("observation.images.front", "observation.images.wrist"):
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{key} frame {i}")
 
+    # `resume` continues a dataset the bag converter wrote.
+    start_streams(processes, name="streams-again")
+    resumed = start_recorder(
+        processes,
+        converted,
+        name="resumed",
+        contract=str(contract),
+        resume=True,
+        episode_time_s=0.5,
+        shutdown_when_done=True,
+    )
+    assert resumed.wait(60) == 0, resumed.output()[-3000:]
+    assert DatasetReader(converted).num_episodes == 2
+
 
 def test_bag_record_splits_by_duration_and_rejects_bad_selection(processes, tmp_path: Path) -> None:
     start_streams(processes)

@@ -65,6 +65,18 @@ def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ro
     assert feedback and feedback[-1].feedback.elapsed_s > 0
     watcher.wait_state("idle", num_episodes=1)
 
+    # The task is changeable at run time (from the next episode on); a bad one is refused with the reason.
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    def set_task(text: str):
+        value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=text)
+        request = SetParameters.Request(parameters=[Parameter(name="task", value=value)])
+        return call_service(ros_node, SetParameters, "/recorder/set_parameters", request).results[0]
+
+    refused = set_task("bad\ttask\n")
+    assert not refused.successful and "control characters" in refused.reason
+    assert set_task("place the cube").successful
     watcher.mark()
     reply = call_service(ros_node, Trigger, "/recorder/start_session", Trigger.Request())
     assert reply.success, reply.message
@@ -96,7 +108,7 @@ def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ro
     reader = DatasetReader(root)
     assert reader.num_episodes == 3
     tasks = [reader[reader.episode_range(e)[0]]["task"] for e in range(3)]
-    assert tasks == ["goal task: stack the ‘blue’ cube", "pick the cube", "pick the cube"]
+    assert tasks == ["goal task: stack the ‘blue’ cube", "place the cube", "place the cube"]
     # the re-recorded attempt was discarded: the last episode is the 0.7 s one recorded after it
     first, last = reader.episode_range(2)
     assert last - first < 40
