@@ -372,7 +372,7 @@ class Recorder(LifecycleNode):
             self._tick_timer = None
         sink, self._sink = self._sink, None
         if sink is not None:
-            sink.close()
+            sink.close(timeout=600.0)  # a save in progress (a long episode) finishes first
         with self._lock:
             self._sampler = None
             self._workflow = None
