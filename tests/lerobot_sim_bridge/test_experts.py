@@ -68,20 +68,13 @@ def test_experts_reject_missing_objects_and_unknown_envs():
         make_expert("cartpole")
 
 
-def test_pusht_expert_moves_the_t_toward_the_goal():
+def test_pusht_expert_solves_a_seed():
+    # Seed 6 is one the heuristic solves (5 of seeds 0..7 in the bench); pymunk is deterministic, so a change
+    # that breaks the contact choice, the path around the T or the pushing shows up here.
     adapter = make_adapter("pusht", SimConfig(fps=10))
     expert = make_expert("pusht")
     try:
-        best = 0.0
-        for seed in (3,):
-            adapter.reset(seed)
-            expert.reset()
-            for _ in range(150):
-                objects = {pose.name: pose for pose in adapter.object_poses()}
-                target = expert.act(adapter.joint_positions(), objects)
-                assert np.all((target >= 0) & (target <= 512))
-                best = max(best, adapter.step(target).reward)
+        outcome, steps = run_episode(adapter, expert, seed=6, max_steps=300)
     finally:
         adapter.close()
-    # Seed 3 starts with zero coverage; a pusher that reaches and pushes the T raises it.
-    assert best > 0.2
+    assert outcome.success, f"PushT seed 6 not solved in {steps} steps (reward {outcome.reward:.3f})"

@@ -1,10 +1,10 @@
 """A scripted pusher for gym-pusht: choose a contact point on the T, walk around the T to it, push.
 
-Units are the env's pixels (512x512 frame) and radians. Every tick the T's contact points are scored by how
-much a push there would reduce the position error of the T's centre of mass and its angle error; the
-pusher walks to the best one's approach point along a collision-free path (a shortest path over the
-approach points of all contacts, checked against the T's two rectangles and the walls) and then pushes
-through the contact toward the inside of the T.
+Units are the env's pixels (512x512 frame) and radians. Every tick the contact points along the T's outline
+are scored by how much a push there would reduce the position error of the T's centre of mass and its angle
+error; the pusher walks to the best reachable one's approach point along a collision-free path (a shortest
+path over via points off the T's corners, checked against the T's two rectangles and the walls), then
+pushes through the contact toward the inside of the T, more gently as the T nears the goal.
 """
 
 from __future__ import annotations
@@ -22,29 +22,56 @@ GOAL_POSE = (256.0, 256.0, math.pi / 4)  # gym-pusht's fixed goal: body x, y, an
 # T geometry of gym-pusht (`add_tee`, scale 30), body frame: two rectangles and the centre of mass.
 RECTANGLES = ((-60.0, 0.0, 60.0, 30.0), (-15.0, 30.0, 15.0, 120.0))
 COM_BODY = np.array([0.0, 45.0])
-# Contact points on the T's outline and their outward normals, body frame.
-CONTACTS = (
-    ((-40.0, 0.0), (0.0, -1.0)),
-    ((0.0, 0.0), (0.0, -1.0)),
-    ((40.0, 0.0), (0.0, -1.0)),
-    ((-60.0, 15.0), (-1.0, 0.0)),
-    ((60.0, 15.0), (1.0, 0.0)),
-    ((-45.0, 30.0), (0.0, 1.0)),
-    ((45.0, 30.0), (0.0, 1.0)),
-    ((-15.0, 90.0), (-1.0, 0.0)),
-    ((15.0, 90.0), (1.0, 0.0)),
-    ((0.0, 120.0), (0.0, 1.0)),
+
+
+# Contact points every 10 px along the T's outline with their outward normals, body frame.
+def _outline() -> tuple[tuple[tuple[float, float], tuple[float, float]], ...]:
+    edges = (
+        ((-60.0, 0.0), (60.0, 0.0), (0.0, -1.0)),  # top of the crossbar
+        ((60.0, 0.0), (60.0, 30.0), (1.0, 0.0)),
+        ((60.0, 30.0), (15.0, 30.0), (0.0, 1.0)),
+        ((15.0, 30.0), (15.0, 120.0), (1.0, 0.0)),
+        ((15.0, 120.0), (-15.0, 120.0), (0.0, 1.0)),
+        ((-15.0, 120.0), (-15.0, 30.0), (-1.0, 0.0)),
+        ((-15.0, 30.0), (-60.0, 30.0), (0.0, 1.0)),
+        ((-60.0, 30.0), (-60.0, 0.0), (-1.0, 0.0)),
+    )
+    points = []
+    for (x0, y0), (x1, y1), normal in edges:
+        length = float(np.hypot(x1 - x0, y1 - y0))
+        count = max(int(length // CONTACT_SPACING), 1)
+        for k in range(count):
+            f = (k + 0.5) / count
+            points.append(((x0 + f * (x1 - x0), y0 + f * (y1 - y0)), normal))
+    return tuple(points)
+
+
+CONTACT_SPACING = 15.0
+CONTACTS = _outline()
+# Via points for walking around the T (body frame): off its eight outer corners.
+WAYPOINTS_BODY = np.array(
+    [
+        (-85.0, -25.0),
+        (85.0, -25.0),
+        (85.0, 55.0),
+        (-85.0, 55.0),
+        (40.0, 145.0),
+        (-40.0, 145.0),
+        (40.0, 80.0),
+        (-40.0, 80.0),
+    ]
 )
 AGENT_RADIUS = 15.0
 APPROACH_DISTANCE = 22.0
 PUSH_DEPTH = 20.0
-MIN_PUSH_DEPTH = 2.0
+MIN_PUSH_DEPTH = 1.0
 ARENA = (24.0, 488.0)  # reachable range of the pusher's centre (walls at 5 and 506, radius 2)
 ARRIVAL_TOLERANCE = 6.0
 SLIP_DISTANCE = 40.0
 PATH_SAMPLE = 4.0
 START_SLACK = 12.0
 ROTATION_WEIGHT = 1.0
+TRANSLATION_SPAN = 30.0
 ROTATION_SPAN = 1.0
 HYSTERESIS = 0.25
 BAN_TICKS = 15
@@ -117,7 +144,7 @@ class PushTExpert:
         angle_error = _wrap(GOAL_POSE[2] - angle)
         self._banned = {k: v - 1 for k, v in self._banned.items() if v > 1}
         # Push gently near the goal so the T does not overshoot.
-        depth = float(np.clip(0.4 * distance + 30.0 * abs(angle_error), MIN_PUSH_DEPTH, PUSH_DEPTH))
+        depth = float(np.clip(0.3 * distance + 20.0 * abs(angle_error), MIN_PUSH_DEPTH, PUSH_DEPTH))
 
         contacts = [position + rot @ np.array(p) for p, _ in CONTACTS]
         outwards = [rot @ np.array(n) for _, n in CONTACTS]
@@ -138,7 +165,7 @@ class PushTExpert:
             push = -outwards[index]
             arm = contacts[index] - com
             torque = (arm[0] * push[1] - arm[1] * push[0]) / max(float(np.linalg.norm(arm)), 1.0)
-            score = float(push @ error) / max(distance, 1.0) * min(distance / 30.0, 1.0)
+            score = float(push @ error) / max(distance, 1.0) * min(distance / TRANSLATION_SPAN, 1.0)
             score += ROTATION_WEIGHT * torque * float(np.clip(angle_error / ROTATION_SPAN, -1.0, 1.0))
             if index == self._contact:
                 score += HYSTERESIS
@@ -155,7 +182,8 @@ class PushTExpert:
                 self._select(index)
                 self._pushing = True
                 return _in_frame(contacts[index] - outwards[index] * depth)
-            waypoint = self._first_waypoint(agent, approaches, index, free)
+            vias = [position + rot @ p for p in WAYPOINTS_BODY]
+            waypoint = self._first_waypoint(agent, [*vias, approaches[index]], len(vias), free)
             if waypoint is None:
                 continue
             self._select(index)
