@@ -268,6 +268,7 @@ def main() -> None:
     parser.add_argument("--cameras", type=int, default=3, choices=(1, 2, 3, 4))
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--latency", type=float, default=0.15, help="the recorder's latency_s")
     args = parser.parse_args()
     if args.quick:
         args.duration = 20.0
@@ -279,6 +280,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     report = {
         "load": f"{args.cameras} cameras {args.width}x{args.height} @ 30 fps + joints @ 100 Hz, codec {args.codec}",
+        "latency_s": args.latency,
         "machine": f"{os.cpu_count()} cores, load average at the end {os.getloadavg()[0]:.1f}",
         "lerobot_reference": "LeRobot rates 2 cameras 640x480 @ 30 fps as its 'low' recording load",
         "live": live,

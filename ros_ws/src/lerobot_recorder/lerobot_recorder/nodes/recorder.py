@@ -147,7 +147,7 @@ class Recorder(LifecycleNode):
         p("start_session", True, desc("start a session of num_episodes at activation (false: wait for controls)"))
         p("autostart", True, desc("configure and activate at start-up"))
         p("shutdown_when_done", False, desc("exit once the session has stopped (for launch files and scripts)"))
-        p("latency_s", 0.05, desc("how long a frame waits for late messages", floating_point_range=frange(0.0, 5.0)))
+        p("latency_s", 0.15, desc("how long a frame waits for late messages", floating_point_range=frange(0.0, 5.0)))
         p(
             "startup_timeout_s",
             10.0,
