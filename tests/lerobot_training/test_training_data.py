@@ -174,3 +174,12 @@ def test_augmented_dataset_items_are_reproducible(tiny_dataset: Path) -> None:
     dataset = PolicyDataset(tiny_dataset, [0], policy_config(reader, "act"), augmentation=ImageAugmentation())
     assert torch.equal(dataset[(3, 99)]["observation.images.front"], dataset[(3, 99)]["observation.images.front"])
     assert not torch.equal(dataset[(3, 99)]["observation.images.front"], dataset[3]["observation.images.front"])
+
+
+def test_episode_cache_is_used_only_when_all_episodes_fit(tiny_dataset: Path) -> None:
+    reader = DatasetReader(tiny_dataset)
+    config = policy_config(reader, "act")
+    roomy = PolicyDataset(tiny_dataset, [0, 1], config, cache_bytes=2**30)
+    tight = PolicyDataset(tiny_dataset, [0, 1], config, cache_bytes=32 * 48 * 3 * 10)  # 10 frames of 24
+    assert roomy.cache_episodes and not tight.cache_episodes
+    assert torch.equal(roomy[7]["observation.images.front"], tight[7]["observation.images.front"])

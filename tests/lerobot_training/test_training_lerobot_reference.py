@@ -63,7 +63,7 @@ def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
             "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null", "--policy.dim_model=64",
             "--policy.n_heads=4", "--policy.dim_feedforward=128", "--policy.n_encoder_layers=2",
             "--policy.n_vae_encoder_layers=1", "--policy.chunk_size=5", "--policy.n_action_steps=5",
-            "--policy.latent_dim=8", f"--dataset.repo_id=local/tiny", f"--dataset.root={dataset}",
+            "--policy.latent_dim=8", "--dataset.repo_id=local/tiny", f"--dataset.root={dataset}",
             f"--output_dir={out}", "--steps=2", "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2",
             "--eval_freq=0", "--wandb.enable=false",
         ],
@@ -73,7 +73,11 @@ def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
     assert loaded.source == "lerobot"
     config = loaded.policy.config
     assert config.chunk_size == 5 and config.dim_model == 64
-    assert set(config.input_features) == {"observation.state", "observation.images.front", "observation.environment_state"}
+    assert set(config.input_features) == {
+        "observation.state",
+        "observation.images.front",
+        "observation.environment_state",
+    }
 
     generator = torch.Generator().manual_seed(0)
     observation = {
@@ -84,7 +88,12 @@ def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
     np.savez(tmp_path / "observation.npz", **{k: v.numpy() for k, v in observation.items()})
     run_reference(
         tmp_path,
-        [str(HERE / "lerobot_act_predict.py"), str(checkpoint), str(tmp_path / "observation.npz"), str(tmp_path / "ref.npz")],
+        [
+            str(HERE / "lerobot_act_predict.py"),
+            str(checkpoint),
+            str(tmp_path / "observation.npz"),
+            str(tmp_path / "ref.npz"),
+        ],
     )
     expected = np.load(tmp_path / "ref.npz")["chunk"]
     ours = loaded.policy.predict_chunk(observation).numpy()

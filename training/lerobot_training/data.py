@@ -6,8 +6,8 @@
 * `PolicyDataset` yields one sample per frame of the chosen episodes: the observation window
   (`n_obs_steps` frames ending at the frame) and the action window, each with `<key>_is_pad` masks
   (LeRobot semantics: positions outside the episode repeat its first/last frame and are flagged).
-  Vectors are read once up front; cameras are decoded a whole episode at a time and kept in a
-  per-process cache (bounded in bytes), because decoding frame by frame with seeks dominates otherwise.
+  Vectors are read once up front. Cameras are decoded a whole episode at a time into a per-process
+  cache when all the chosen episodes fit in its byte budget, frame by frame otherwise.
 * Samples are addressed as `(frame, draw)` pairs by `StepBatchSampler`, whose order depends only on the
   seed and the step, so a resumed run sees the batches an uninterrupted run would, and augmentation
   draws its randomness from `draw`, not from worker state.
@@ -214,7 +214,6 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         self.action_offsets = config.action_delta_indices
         self.windowed_observation = config.n_obs_steps > 1
         self.augmentation = augmentation
-        self.cache_episodes = cache_episodes
         reader = open_reader(self.root)
         check_dataset_matches(reader, config)
         self.fps = reader.fps
@@ -228,6 +227,10 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
             for key in self.vector_keys:
                 self._vectors[key][episode] = reader.episode_frames(episode, key).astype(np.float32)
         reader.close()
+        decoded_bytes = len(positions) * sum(int(np.prod(self.input_features[k].shape)) for k in self.camera_keys)
+        # Whole-episode decoding pays off only when every episode stays cached; with random sampling over
+        # more episodes than fit, each sample would decode a whole episode again.
+        self.cache_episodes = cache_episodes and decoded_bytes <= cache_bytes
         self._positions = positions
         self._cache = _EpisodeFrames(cache_bytes)
         self._reader: Any = None
