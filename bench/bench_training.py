@@ -218,6 +218,7 @@ def main() -> int:
         ddim = results["inference"]["diffusion_cpu"]
         ddim["p50_ms"]["baseline"] = round(baseline["p50_ms"]["value"], 1)
         ddim["p50_ms"]["unit"] = "ms per chunk (baseline: DDPM, 100 steps, LeRobot's default sampler)"
+        ddim["cpu_ms_p50"]["baseline"] = round(baseline["cpu_ms_p50"]["value"], 1)
         results["inference"]["diffusion_cpu_ddpm100"] = baseline
         reader.close()
     RESULTS.mkdir(parents=True, exist_ok=True)
