@@ -78,3 +78,25 @@ def test_identity_features_pass_through() -> None:
     normalizer = Normalizer(FEATURES, {"action": NormalizationMode.IDENTITY}, {})
     value = torch.randn(3)
     assert torch.equal(normalizer.normalize_value("action", value), value)
+
+
+def test_mapping_by_feature_key_overrides_the_feature_type() -> None:
+    from lerobot_training.policies.act import ACTConfig
+
+    inputs = {key: ft for key, ft in FEATURES.items() if key != "action"}
+    config = ACTConfig(
+        input_features=inputs,
+        output_features={"action": FEATURES["action"]},
+        normalization_mapping={
+            "VISUAL": "MEAN_STD",
+            "STATE": "MEAN_STD",
+            "ACTION": "MIN_MAX",
+            "observation.state": "MIN_MAX",
+        },
+    )
+    modes = config.normalization_modes()
+    assert modes == {
+        "observation.state": NormalizationMode.MIN_MAX,
+        "observation.images.front": NormalizationMode.MEAN_STD,
+        "action": NormalizationMode.MIN_MAX,
+    }

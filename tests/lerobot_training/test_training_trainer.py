@@ -245,3 +245,10 @@ def test_cli_errors_name_the_problem(tiny_dataset: Path, tmp_path: Path) -> None
                  "--feature", "observation.images.top"])  # fmt: skip
     with pytest.raises(CommandError, match="does not exist"):
         run_cli(["--out", str(tmp_path / "none"), "--resume"])
+
+
+def test_train_is_a_registered_lerobot_ros_command() -> None:
+    from importlib.metadata import entry_points
+
+    (entry,) = [ep for ep in entry_points(group="lerobot_ros.commands") if ep.name == "train"]
+    assert entry.load() is COMMAND
