@@ -15,11 +15,17 @@ from lerobot_ros.command import ENTRY_POINT_GROUP, Command, CommandError
 
 
 def load_commands() -> dict[str, Command]:
+    """Every registered command; one that fails to load is reported and left out, not fatal to the rest."""
     commands: dict[str, Command] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        command = ep.load()
+        try:
+            command = ep.load()
+        except Exception as err:  # a broken package must not take down every other command
+            print(f"lerobot-ros: command '{ep.name}' unavailable ({ep.value}): {err}", file=sys.stderr)
+            continue
         if not isinstance(command, Command):
-            raise TypeError(f"entry point {ep.name} = {ep.value} is not a lerobot_ros.command.Command")
+            print(f"lerobot-ros: command '{ep.name}' unavailable: {ep.value} is not a Command", file=sys.stderr)
+            continue
         commands[command.name] = command
     return dict(sorted(commands.items()))
 
