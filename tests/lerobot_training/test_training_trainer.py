@@ -252,3 +252,18 @@ def test_train_is_a_registered_lerobot_ros_command() -> None:
 
     (entry,) = [ep for ep in entry_points(group="lerobot_ros.commands") if ep.name == "train"]
     assert entry.load() is COMMAND
+
+
+def test_resume_skips_a_checkpoint_that_was_cut_off_while_saving(tiny_dataset: Path, tmp_path: Path) -> None:
+    settings = config(tiny_dataset, tmp_path / "run", steps=4, save_every=2, input_features=VECTOR_INPUTS)
+    Trainer(settings).train()
+    (tmp_path / "run" / "checkpoints" / "000004" / "training_state" / "state.json").unlink()  # killed mid-save
+    assert Trainer(settings, resume=True).step == 2
+
+
+def test_a_diverging_loss_stops_training_with_a_hint(tiny_dataset: Path, tmp_path: Path) -> None:
+    trainer = Trainer(config(tiny_dataset, tmp_path / "run", input_features=VECTOR_INPUTS))
+    with torch.no_grad():
+        trainer.policy.model.action_head.weight.fill_(float("nan"))
+    with pytest.raises(TrainingError, match=r"loss became nan at step 1; lower --lr"):
+        trainer.train()

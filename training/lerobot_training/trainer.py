@@ -136,12 +136,12 @@ def lr_lambda(warmup_steps: int, decay_steps: int, min_ratio: float) -> Callable
 
 
 def _checkpoint_dirs(out: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (state.json is written last, so it marks completeness)."""
     root = out / "checkpoints"
-    return (
-        sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-        if root.is_dir()
-        else []
-    )
+    if not root.is_dir():
+        return []
+    complete = [p for p in root.iterdir() if p.name.isdigit() and (p / "training_state" / "state.json").is_file()]
+    return sorted(complete, key=lambda p: int(p.name))
 
 
 class Trainer:
@@ -336,6 +336,11 @@ class Trainer:
                 started = time.perf_counter()
                 data_s = started - fetched
                 loss, logs = self.policy.compute_loss(to_policy_batch(batch, self.camera_keys, self.device))
+                if not torch.isfinite(loss):
+                    raise TrainingError(
+                        f"the loss became {float(loss.detach())} at step {self.step + 1}; lower --lr or --grad-clip-norm, "
+                        "or check the dataset for NaN values"
+                    )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.grad_clip_norm)
