@@ -30,6 +30,7 @@ software stop: it freezes the current target and refuses chunks until `enable`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -212,6 +213,11 @@ class ChunkExecutor:
         return self._enabled
 
     @property
+    def output(self) -> FloatArray | None:
+        """The last target handed out (or the `reset` pose); None before either."""
+        return None if self._output is None else self._output.copy()
+
+    @property
     def plan(self) -> Plan | None:
         """The current plan (None before the first chunk, after `hold` and after a clock jump)."""
         return self._plan
@@ -331,10 +337,15 @@ class ChunkExecutor:
             raise ChunkRejected("non_finite", f"{what} holds NaN or inf: {array.tolist()}")
         return array
 
+    def record_rejection(self, error: ChunkRejected) -> None:
+        """Count a chunk rejected before it reached `submit` (e.g. by `chunk_from_rows`)."""
+        self.stats.chunks_rejected[error.reason] = self.stats.chunks_rejected.get(error.reason, 0) + 1
+        self.stats.last_rejection = str(error)
+
     def _reject(self, reason: str, message: str) -> ChunkRejected:
-        self.stats.chunks_rejected[reason] = self.stats.chunks_rejected.get(reason, 0) + 1
-        self.stats.last_rejection = message
-        return ChunkRejected(reason, message)
+        error = ChunkRejected(reason, message)
+        self.record_rejection(error)
+        return error
 
     def _check(self, chunk: Chunk, now_ns: int) -> FloatArray:
         if not self._enabled:
@@ -463,3 +474,33 @@ class ChunkExecutor:
         if np.any(np.abs(delta) > step):
             self.stats.rate_limited_ticks += 1
         return np.asarray(current + np.clip(delta, -step, step), dtype=np.float64)
+
+
+def chunk_from_rows(
+    names: Sequence[str],
+    joint_names: Sequence[str],
+    data: npt.ArrayLike,
+    horizon: int,
+    stamp_ns: int,
+    period_ns: int,
+    chunk_id: int = 0,
+) -> Chunk:
+    """A `Chunk` in `joint_names` order from a flat row-major ``horizon x len(names)`` array (an ActionChunk).
+
+    Raises ChunkRejected("shape") when the sizes disagree or a joint is missing; extra names are ignored.
+    """
+    flat = np.asarray(data, dtype=np.float64).reshape(-1)
+    if horizon < 1 or flat.size != horizon * len(names):
+        raise ChunkRejected(
+            "shape", f"chunk {chunk_id}: {flat.size} values for horizon {horizon} x {len(names)} names; malformed chunk"
+        )
+    index = {name: i for i, name in enumerate(names)}
+    missing = [j for j in joint_names if j not in index]
+    if missing:
+        raise ChunkRejected(
+            "shape",
+            f"chunk {chunk_id} lacks joints {missing} (it names {list(names)}); the policy's action features must "
+            "cover the executor's joint_names",
+        )
+    rows = flat.reshape(horizon, len(names))[:, [index[j] for j in joint_names]]
+    return Chunk(stamp_ns, period_ns, rows, chunk_id)

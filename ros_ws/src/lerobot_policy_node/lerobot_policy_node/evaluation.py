@@ -1,0 +1,207 @@
+"""Closed-loop evaluation against the sim bridge in lockstep (what `lerobot-ros eval` runs).
+
+Episodes go through `lerobot_sim_bridge.RosRobotEnv` (a gymnasium env over the contract's topics); actions
+stay in dataset units end to end, so the executor core runs without joint limits here (the bridge applies
+the robot's).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobot_policy_node.core.errors import ChunkRejected, ObservationError, PolicyLoadError
+from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
+from lerobot_policy_node.core.observations import match_inputs
+from lerobot_policy_node.core.policies import (
+    SCRIPTED,
+    CheckpointPolicy,
+    ChunkPolicy,
+    parse_scripted,
+    resolve_checkpoint,
+)
+
+DEFAULT_CONTRACT = Path(__file__).resolve().parents[4] / "config" / "contracts" / "so101_sim.yaml"
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What `lerobot-ros eval` was asked for."""
+
+    checkpoint: str
+    contract: str
+    episodes: int
+    max_steps: int
+    seed: int
+    env_id: str
+    cameras: str
+    videos: int
+    blend: str
+    threshold: float
+    device: str
+    output_dir: Path
+    start_bridge: bool = True
+    step_timeout: float = 30.0
+
+
+def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
+    """The policy and its contract (from --contract, the checkpoint, or the sim's default)."""
+    from lerobot_recorder.contract import Contract, ContractError
+    from lerobot_ros.command import CommandError
+
+    checkpoint: CheckpointPolicy | None = None
+    try:
+        if settings.checkpoint.split(":", 1)[0] != SCRIPTED:
+            directory = resolve_checkpoint(settings.checkpoint)
+            checkpoint = CheckpointPolicy(directory, settings.device, name=settings.checkpoint)
+        if settings.contract:
+            contract = Contract.load(settings.contract)
+        elif checkpoint is not None and checkpoint.contract is not None:
+            contract = Contract.from_dict(checkpoint.contract, source=f"{settings.checkpoint}/contract.yaml")
+        else:
+            contract = Contract.load(DEFAULT_CONTRACT)
+    except (PolicyLoadError, ContractError) as err:
+        raise CommandError(str(err)) from None
+    if checkpoint is not None:
+        return checkpoint, contract
+    action = contract.features["action"]
+    policy = parse_scripted(settings.checkpoint, action.size, tuple(action.dataset_names or ()))
+    if "fps=" not in settings.checkpoint:
+        policy.fps = float(contract.fps)
+    return policy, contract
+
+
+def _start_bridge(settings: EvalSettings, namespace: str, fps: float) -> subprocess.Popen[bytes]:
+    from lerobot_ros.dds import ros_environment
+
+    env = ros_environment(dict(os.environ))
+    env.setdefault("MUJOCO_GL", "egl")
+    argv = [
+        str(Path(sys.executable).parent / "sim_bridge"), "--ros-args", "-r", f"__ns:={namespace}",
+        "-p", f"env_id:={settings.env_id}", "-p", "mode:=lockstep", "-p", f"cameras:={settings.cameras}",
+        "-p", f"fps:={fps}", "-p", f"seed:={settings.seed}", "-p", f"max_episode_steps:={settings.max_steps}",
+    ]  # fmt: skip
+    log = (settings.output_dir / "sim_bridge.log").open("wb")
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
+    import av
+
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=round(fps))
+        stream.height, stream.width = frames[0].shape[:2]
+        stream.pix_fmt = "yuv420p"
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+
+
+def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Run the episodes; returns the JSON-ready report (success rate, returns, chunk and inference statistics)."""
+    from lerobot_ros.command import CommandError
+
+    policy, contract = load_for_eval(settings)
+    try:
+        match_inputs(contract, policy.inputs)
+    except ObservationError as err:
+        raise CommandError(str(err)) from None
+    action = contract.features["action"]
+    fps = float(policy.fps or contract.fps)
+    period_ns = round(NS / fps)
+    namespace = action.topic.rsplit("/", 1)[0] or "/"
+    bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None
+    camera_key = next((key for key, f in contract.features.items() if f.is_visual), None)
+    from lerobot_sim_bridge import RosRobotEnv
+
+    episodes: list[dict[str, Any]] = []
+    inference_s: list[float] = []
+    totals = {"accepted": 0, "rejected": 0, "max_boundary_step": 0.0, "max_inner_step": 0.0}
+    videos: list[str] = []
+    env = None
+    try:
+        env = RosRobotEnv(contract, step_timeout=settings.step_timeout, discovery_timeout=60.0)
+        for index in range(settings.episodes):
+            observation, _ = env.reset(seed=settings.seed + index)
+            policy.reset()
+            executor = ChunkExecutor(
+                ExecutorConfig(joint_names=tuple(action.dataset_names or ()), blend=BlendMode(settings.blend))
+            )
+            frames: list[np.ndarray] = []
+            total, success, steps = 0.0, False, 0
+            horizon = 0
+            for step in range(settings.max_steps):
+                now = step * period_ns
+                plan = executor.plan
+                left = 0 if plan is None else max(0, (plan.end_ns - now) // period_ns)
+                if plan is None or left <= settings.threshold * max(horizon, 1):
+                    start = time.perf_counter()
+                    actions = np.asarray(policy.predict_chunk({**observation, "timestamp": now / NS}), dtype=np.float64)
+                    inference_s.append(time.perf_counter() - start)
+                    horizon = len(actions)
+                    try:
+                        executor.submit(Chunk(now, period_ns, actions, len(inference_s)), now)
+                    except ChunkRejected as err:
+                        progress(f"episode {index}: chunk rejected ({err}); holding")
+                target = executor.target(now)
+                if target is None:
+                    raise CommandError("the policy produced no usable chunk for the first step of an episode")
+                if camera_key is not None and index < settings.videos:
+                    frames.append(np.asarray(observation[camera_key], dtype=np.uint8))
+                observation, reward, terminated, truncated, info = env.step(target)
+                total += float(reward)
+                success = success or bool(info.get("is_success", False))
+                steps = step + 1
+                if terminated or truncated:
+                    break
+            stats = executor.stats
+            totals["accepted"] += stats.chunks_accepted
+            totals["rejected"] += sum(stats.chunks_rejected.values())
+            totals["max_boundary_step"] = max(totals["max_boundary_step"], stats.max_boundary_step)
+            totals["max_inner_step"] = max(totals["max_inner_step"], stats.max_inner_step)
+            episodes.append({"index": index, "seed": settings.seed + index, "return": total, "success": success,
+                             "steps": steps, "chunks": stats.chunks_accepted})  # fmt: skip
+            progress(f"episode {index}: {'success' if success else 'failure'}, return {total:.3f}, {steps} steps")
+            if frames:
+                path = settings.output_dir / f"episode_{index:03d}.mp4"
+                _write_video(path, frames, fps)
+                videos.append(str(path))
+    finally:
+        if env is not None:
+            env.close()
+        if bridge is not None:
+            bridge.terminate()
+            try:
+                bridge.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                bridge.kill()
+                bridge.wait()
+    successes = sum(e["success"] for e in episodes)
+    returns = [e["return"] for e in episodes]
+    return {
+        "checkpoint": settings.checkpoint,
+        "contract": str(contract.source),
+        "env_id": settings.env_id,
+        "episodes": len(episodes),
+        "successes": successes,
+        "success_rate": successes / len(episodes) if episodes else 0.0,
+        "mean_return": float(np.mean(returns)) if returns else 0.0,
+        "returns": returns,
+        "per_episode": episodes,
+        "chunks": totals,
+        "inference_s": {
+            "mean": float(np.mean(inference_s)) if inference_s else 0.0,
+            "p99": float(np.percentile(inference_s, 99)) if inference_s else 0.0,
+        },
+        "blend": settings.blend,
+        "threshold": settings.threshold,
+        "videos": videos,
+    }

@@ -1,0 +1,438 @@
+"""Lifecycle node executing `lerobot_msgs/ActionChunk`s on a robot (a thin shell around `ChunkExecutor`).
+
+Input: `chunk_topic` (default /policy/action_chunk). Output by `output`:
+
+* ``joint_trajectory``: trajectory_msgs/JointTrajectory of the whole remaining plan, published when a chunk
+  is taken over (and a one-point hold on stop), for the arm driver or ros2_control's JointTrajectoryController;
+* ``joint_commands``: sensor_msgs/JointState position targets at `rate`;
+* ``forward_position``: std_msgs/Float64MultiArray at `rate`, for ros2_control's forward position controller.
+
+The chunk callback only stores the newest chunk and wakes the tick thread, which takes it over, publishes
+and keeps the fixed-rate stream (absolute deadlines on the monotonic clock; targets are computed on the ROS
+clock, sim time included). `~/enable` (std_srvs/SetBool) is the software stop: false freezes the robot where
+it is (a hold is sent once, then nothing) and refuses chunks until true. Starvation, rejections, latency
+and tick jitter go to /diagnostics.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from lerobot_msgs.msg import ActionChunk
+from lerobot_policy_node.core.errors import ChunkRejected, PolicyConfigError
+from lerobot_policy_node.core.executor import (
+    NS,
+    BlendMode,
+    ChunkExecutor,
+    ExecutorConfig,
+    ExecutorStats,
+    StarvationMode,
+    chunk_from_rows,
+)
+from lerobot_policy_node.nodes.ros_params import check_choice, declare
+
+OUTPUTS = ("joint_trajectory", "joint_commands", "forward_position")
+DEFAULT_TOPICS = {
+    "joint_trajectory": "joint_trajectory",
+    "joint_commands": "joint_commands",
+    "forward_position": "forward_position_controller/commands",
+}
+CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+RUNTIME_PARAMETERS = ("max_velocity", "crossfade_time", "ensemble_coeff")
+
+
+def _duration(ns: int) -> Duration:
+    return Duration(sec=int(ns // NS), nanosec=int(ns % NS))
+
+
+class ExecutorNode(LifecycleNode):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("action_executor", **kwargs)
+        self._declare_parameters()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._executor: ChunkExecutor | None = None
+        self._pending: ActionChunk | None = None
+        self._joint_names: tuple[str, ...] = tuple(self._param("joint_names"))
+        self._measured: dict[str, float] = {}
+        self._periods: deque[float] = deque(maxlen=1000)
+        self._ticks = 0
+        self._overruns = 0
+        self._output = ""
+        self._publisher: Any = None
+        self._chunk_sub: Any = None
+        self._state_sub: Any = None
+        self._was_starved = False
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._enable_srv = self.create_service(SetBool, "~/enable", self._on_enable)
+        self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
+
+    def _param(self, name: str) -> Any:
+        try:
+            return self.get_parameter(name).value
+        except ParameterUninitializedException:
+            return []  # the array parameters declared by type only
+
+    def _declare_parameters(self) -> None:
+        declare(self, "output", "joint_trajectory", "what to publish", read_only=True, choices=OUTPUTS)
+        declare(self, "output_topic", "", "topic of the output; empty = the output's usual name", read_only=True)
+        declare(self, "chunk_topic", "/policy/action_chunk", "ActionChunk input", read_only=True)
+        declare(self, "joint_states_topic", "joint_states", "measured positions (the first target)", read_only=True)
+        declare(
+            self,
+            "joint_names",
+            Parameter.Type.STRING_ARRAY,
+            "joints driven, in output order; unset = the first chunk's",
+        )
+        declare(self, "joint_limits_lower", Parameter.Type.DOUBLE_ARRAY, "lower limits (rad); unset = none")
+        declare(self, "joint_limits_upper", Parameter.Type.DOUBLE_ARRAY, "upper limits (rad); unset = none")
+        declare(
+            self, "rate", 100.0, "tick rate of per-tick outputs and the watchdog (Hz)", read_only=True, low=1, high=1000
+        )
+        declare(self, "blend", "crossfade", "how a new chunk takes over", read_only=True, choices=tuple(BlendMode))
+        declare(self, "crossfade_time", 0.1, "length of the linear cross-fade (s)", low=0.001, high=10.0)
+        declare(self, "ensemble_coeff", 0.01, "ACT temporal ensembling coefficient", low=0.0, high=10.0)
+        declare(self, "max_velocity", 0.0, "max target speed (rad/s); 0 = off", low=0.0, high=100.0)
+        declare(
+            self, "future_tolerance", 0.05, "accept chunks stamped this far ahead (s)", read_only=True, low=0, high=10
+        )
+        declare(self, "clock_jump", 0.1, "a clock going back further is a reset (s)", read_only=True, low=0, high=60)
+        declare(
+            self, "on_starvation", "hold", "past the end of the plan", read_only=True, choices=tuple(StarvationMode)
+        )
+        declare(self, "deceleration_time", 0.2, "stop time when decelerating (s)", read_only=True, low=0, high=10)
+        declare(self, "start_enabled", True, "accept chunks from the start (else wait for ~/enable)", read_only=True)
+        declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
+        declare(self, "diagnostics_period", 1.0, "seconds between /diagnostics", read_only=True, low=0.05, high=60)
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for param in params:
+            if param.name in ("joint_names", "joint_limits_lower", "joint_limits_upper") and self._executor is not None:
+                return SetParametersResult(successful=False, reason=f"{param.name} can only change while unconfigured")
+        return SetParametersResult(successful=True)
+
+    def _config(self, joint_names: tuple[str, ...]) -> ExecutorConfig:
+        def limits(name: str) -> tuple[float, ...] | None:
+            value = self._param(name)
+            return tuple(float(v) for v in value) if value else None
+
+        return ExecutorConfig(
+            joint_names=joint_names,
+            lower=limits("joint_limits_lower"),
+            upper=limits("joint_limits_upper"),
+            max_velocity=float(self._param("max_velocity")),
+            blend=BlendMode(self._param("blend")),
+            crossfade_s=float(self._param("crossfade_time")),
+            ensemble_coeff=float(self._param("ensemble_coeff")),
+            future_tolerance_s=float(self._param("future_tolerance")),
+            clock_jump_s=float(self._param("clock_jump")),
+            starvation=StarvationMode(self._param("on_starvation")),
+            deceleration_s=float(self._param("deceleration_time")),
+        )
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        output = str(self._param("output"))
+        for name, value, choices in (
+            ("output", output, OUTPUTS),
+            ("blend", str(self._param("blend")), tuple(m.value for m in BlendMode)),
+            ("on_starvation", str(self._param("on_starvation")), tuple(m.value for m in StarvationMode)),
+        ):
+            if (reason := check_choice(name, value, choices)) is not None:
+                self.get_logger().error(reason)
+                return TransitionCallbackReturn.FAILURE
+        self._output = output
+        if self._joint_names:
+            try:
+                self._executor = ChunkExecutor(self._config(self._joint_names))
+            except PolicyConfigError as err:
+                self.get_logger().error(f"invalid parameters: {err}")
+                return TransitionCallbackReturn.FAILURE
+        topic = str(self._param("output_topic")) or DEFAULT_TOPICS[output]
+        msg_type = {"joint_trajectory": JointTrajectory, "joint_commands": JointState}.get(output, Float64MultiArray)
+        self._publisher = self.create_publisher(msg_type, topic, COMMAND_QOS)
+        self._chunk_sub = self.create_subscription(
+            ActionChunk, str(self._param("chunk_topic")), self._on_chunk, CHUNK_QOS
+        )
+        self._state_sub = self.create_subscription(
+            JointState, str(self._param("joint_states_topic")), self._on_joint_states, STATE_QOS
+        )
+        self.get_logger().info(f"configured: {output} on {self.resolve_topic_name(topic)}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._lock:
+            if self._executor is not None and not bool(self._param("start_enabled")):
+                self._executor.hold(self._now())
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="executor_ticks", daemon=True)
+        self._thread.start()
+        self.get_logger().info("active")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_thread()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_thread()
+        for entity in (self._chunk_sub, self._state_sub):
+            if entity is not None:
+                self.destroy_subscription(entity)
+        if self._publisher is not None:
+            self.destroy_publisher(self._publisher)
+        self._chunk_sub = self._state_sub = self._publisher = None
+        self._executor = None
+        self._joint_names = tuple(self._param("joint_names"))
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_thread()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+
+    def _now(self) -> int:
+        return int(self.get_clock().now().nanoseconds)
+
+    def _on_chunk(self, msg: ActionChunk) -> None:
+        with self._lock:
+            self._pending = msg
+        self._wake.set()
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        with self._lock:
+            self._measured.update(zip(msg.name, msg.position, strict=False))
+
+    def _on_enable(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        now = self._now()
+        with self._lock:
+            executor = self._executor
+            if executor is None:
+                response.success, response.message = False, "no chunk received yet: nothing to enable or stop"
+                return response
+            if request.data:
+                executor.enable()
+                held = None
+            else:
+                held = executor.hold(now)
+                self._pending = None
+        if held is not None:
+            self._publish_hold(held, now)
+        response.success = True
+        response.message = "enabled" if request.data else "stopped: holding, chunks refused until enabled"
+        self.get_logger().info(response.message)
+        return response
+
+    def _take_chunk(self, now: int) -> bool:
+        """Hand the pending chunk to the executor; True when the plan changed."""
+        with self._lock:
+            msg, self._pending = self._pending, None
+            if msg is None:
+                return False
+            try:
+                if self._executor is None:
+                    self._start_executor(tuple(msg.names))
+                assert self._executor is not None
+                self._seed_from_measured(now)
+                chunk = chunk_from_rows(
+                    msg.names,
+                    self._joint_names,
+                    np.asarray(msg.data, dtype=np.float64),
+                    int(msg.horizon),
+                    Time.from_msg(msg.header.stamp).nanoseconds,
+                    msg.period.sec * NS + msg.period.nanosec,
+                    int(msg.chunk_id),
+                )
+                self._executor.submit(chunk, now)
+            except ChunkRejected as err:
+                if self._executor is not None and err.reason == "shape":
+                    self._executor.record_rejection(err)
+                self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
+                return False
+            except PolicyConfigError as err:
+                self.get_logger().error(f"cannot drive the chunk's joints: {err}", throttle_duration_sec=5.0)
+                return False
+        return True
+
+    def _start_executor(self, names: tuple[str, ...]) -> None:
+        """The first chunk fixes the joints when `joint_names` is unset."""
+        if not self._joint_names:
+            self._joint_names = names
+        self._executor = ChunkExecutor(self._config(self._joint_names))
+
+    def _seed_from_measured(self, now: int) -> None:
+        """Before the first target, start from the measured pose so that the first chunk blends in from it."""
+        assert self._executor is not None
+        if self._executor.output is None and all(j in self._measured for j in self._joint_names):
+            self._executor.reset([self._measured[j] for j in self._joint_names], now)
+
+    def _loop(self) -> None:
+        period = 1.0 / float(self._param("rate"))
+        deadline = time.monotonic()
+        last_tick: float | None = None
+        while not self._stop.is_set():
+            if self._wake.wait(timeout=max(deadline - time.monotonic(), 0.0)):
+                self._wake.clear()
+                if self._stop.is_set():
+                    break
+                now = self._now()
+                if self._take_chunk(now) and self._output == "joint_trajectory":
+                    self._publish_trajectory(now)
+            current = time.monotonic()
+            if current < deadline:
+                continue
+            if last_tick is not None:
+                self._periods.append(current - last_tick)
+            last_tick = current
+            self._tick(self._now())
+            deadline += period
+            if deadline < time.monotonic():  # overrun: skip the missed ticks instead of bursting
+                self._overruns += 1
+                deadline = time.monotonic() + period
+
+    def _tick(self, now: int) -> None:
+        with self._lock:
+            executor = self._executor
+            if executor is None:
+                return
+            if executor.plan is None and not executor.enabled:
+                return  # stopped: the hold went out once
+            target = executor.target(now)
+            starved = executor.starved
+        self._ticks += 1
+        if starved and not self._was_starved:
+            self.get_logger().warning("starved: no fresh chunk in time, holding", throttle_duration_sec=2.0)
+        self._was_starved = starved
+        if target is None or self._output == "joint_trajectory":
+            return
+        self._publish_target(target, now)
+
+    def _publish_target(self, target: np.ndarray, now: int) -> None:
+        if self._output == "joint_commands":
+            msg = JointState()
+            msg.header.stamp = Time(nanoseconds=now).to_msg()
+            msg.name = list(self._joint_names)
+            msg.position = [float(v) for v in target]
+            self._publisher.publish(msg)
+        else:
+            self._publisher.publish(Float64MultiArray(data=[float(v) for v in target]))
+
+    def _publish_hold(self, held: np.ndarray, now: int) -> None:
+        if self._output == "joint_trajectory":
+            self._publish_points(np.array([now], dtype=np.int64), held[None, :])
+        else:
+            self._publish_target(held, now)
+
+    def _publish_trajectory(self, now: int) -> None:
+        with self._lock:
+            assert self._executor is not None
+            plan = self._executor.trajectory(now)
+        if plan is not None:
+            self._publish_points(*plan)
+
+    def _publish_points(self, times: np.ndarray, values: np.ndarray) -> None:
+        msg = JointTrajectory()
+        msg.header.stamp = Time(nanoseconds=int(times[0])).to_msg()
+        msg.joint_names = list(self._joint_names)
+        for t, row in zip(times, values, strict=True):
+            point = JointTrajectoryPoint()
+            point.positions = [float(v) for v in row]
+            point.time_from_start = _duration(int(t - times[0]))
+            msg.points.append(point)
+        self._publisher.publish(msg)
+
+    def _publish_diagnostics(self) -> None:
+        with self._lock:
+            executor = self._executor
+            now = self._now()
+            stats = (executor.stats if executor is not None else ExecutorStats()).as_dict()
+            starved = executor.starved if executor is not None else False
+            starvation = executor.starvation_s(now) if executor is not None else 0.0
+            enabled = executor.enabled if executor is not None else True
+        periods = np.array(self._periods) if self._periods else np.zeros(1)
+        jitter = np.abs(periods - 1.0 / float(self._param("rate")))
+        values = {
+            "output": self._output,
+            "enabled": str(enabled).lower(),
+            "starved": str(starved).lower(),
+            "starvation_s": f"{starvation:.3f}",
+            "ticks": str(self._ticks),
+            "tick_overruns": str(self._overruns),
+            "tick_jitter_p50_ms": f"{np.percentile(jitter, 50) * 1e3:.3f}",
+            "tick_jitter_p99_ms": f"{np.percentile(jitter, 99) * 1e3:.3f}",
+        }
+        for key, value in stats.items():
+            if key == "chunks_rejected":
+                values["chunks_rejected"] = str(sum(value.values()))
+                values.update({f"rejected_{reason}": str(n) for reason, n in value.items()})
+            elif key not in ("starvation_ns", "starvation_s"):  # starvation_s above includes the ongoing one
+                values[key] = f"{value:.6g}" if isinstance(value, float) else str(value)
+        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: action executor", hardware_id="policy")
+        if executor is None:
+            status.level, status.message = DiagnosticStatus.OK, "waiting for the first chunk"
+        elif starved:
+            status.level, status.message = DiagnosticStatus.WARN, "starved: holding"
+        elif not enabled:
+            status.level, status.message = DiagnosticStatus.OK, "stopped (software stop)"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "executing"
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = ExecutorNode()
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    try:
+        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            node.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop
+    finally:
+        node._stop_thread()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

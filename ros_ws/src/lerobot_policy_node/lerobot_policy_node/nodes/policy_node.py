@@ -1,0 +1,373 @@
+"""Lifecycle node running a policy on contract topics and publishing `lerobot_msgs/ActionChunk`s.
+
+configure: load the policy (`checkpoint`: a checkpoint directory, a Hub repo id, or ``scripted[:options]``)
+and the contract (`contract`, default: the one stored in the checkpoint), check that the contract supplies
+every input the policy needs and its action dimension, subscribe to the input topics.
+activate: start the dispatcher thread. Subscription callbacks only hand messages to the observation
+assembler (newest-at-or-before frames on the contract's grid, as the recorder samples them). The dispatcher
+decides when the next inference is due (`InferenceScheduler`: threshold adapted to the measured inference
+time), takes the newest complete, fresh frame and hands it to an inference worker (`inference_workers` of
+them; never a subscription callback). A worker runs the policy, converts the actions to ROS units and
+publishes the chunk stamped with the observation's time and carrying the inference time. The first inference
+after activation is a warm-up (measured, not published) unless `warmup` is false.
+`~/status` (lerobot_msgs/PolicyStatus, latched) says what the node is doing and the last problem.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.time import Time
+
+from lerobot_msgs.msg import ActionChunk, PolicyStatus
+from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
+from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
+from lerobot_policy_node.core.policies import (
+    SCRIPTED,
+    CheckpointPolicy,
+    ChunkPolicy,
+    parse_scripted,
+    resolve_checkpoint,
+)
+from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, ObservationVerdict, SchedulerConfig
+from lerobot_policy_node.nodes.ros_params import declare
+from lerobot_recorder.contract import Contract, ContractError
+from lerobot_ros.message_conversion import import_message_type
+
+CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+STATUS_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+VECTOR_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+IMAGE_QOS = QoSProfile(depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+class PolicyNode(LifecycleNode):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("policy", **kwargs)
+        self._declare_parameters()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._dispatcher: threading.Thread | None = None
+        self._workers: ThreadPoolExecutor | None = None
+        self._policy: ChunkPolicy | None = None
+        self._assembler: ObservationAssembler | None = None
+        self._mapping: ActionMapping | None = None
+        self._scheduler: InferenceScheduler | None = None
+        self._subscriptions_made: list[Any] = []
+        self._period_ns = 0
+        self._chunk_id = 0
+        self._state = "unconfigured"
+        self._message = ""
+        self._stale = 0
+        self._observation_age = 0.0
+        self._last_inference = 0.0
+        self._warm = False
+        self._stamp_from_header = True
+        self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
+        self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
+        self._status_timer = self.create_timer(1.0, self._publish_status)
+        self._publish_status()
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _declare_parameters(self) -> None:
+        declare(self, "checkpoint", "", "checkpoint directory, Hub repo id, or scripted[:options]", read_only=True)
+        declare(self, "contract", "", "contract YAML; empty = the checkpoint's contract.yaml", read_only=True)
+        declare(self, "device", "cpu", "torch device of the policy (cpu, cuda, cuda:1, mps)", read_only=True)
+        declare(self, "task", "", "task text for language-conditioned policies", read_only=True)
+        declare(self, "chunk_topic", "/policy/action_chunk", "ActionChunk output", read_only=True)
+        declare(
+            self,
+            "threshold",
+            0.5,
+            "start inference at the latest when this fraction of the chunk is left",
+            low=0,
+            high=1,
+        )
+        declare(self, "margin", 0.03, "slack added to the expected inference time (s)", low=0.0, high=10.0)
+        declare(self, "max_observation_age", 0.2, "observations older than this are not used (s)", low=0.001, high=60)
+        declare(self, "future_tolerance", 0.05, "stamps this far ahead of the clock are accepted (s)", low=0, high=10)
+        declare(self, "observation_latency", 0.01, "wait this long for late samples of a frame (s)", low=0, high=1)
+        declare(self, "inference_workers", 1, "inferences that may overlap", read_only=True, low=1, high=16)
+        declare(self, "warmup", True, "run (and time) one unpublished inference before publishing", read_only=True)
+        declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
+
+    def _scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(
+            threshold=float(self._param("threshold")),
+            margin_s=float(self._param("margin")),
+            max_observation_age_s=float(self._param("max_observation_age")),
+            future_tolerance_s=float(self._param("future_tolerance")),
+        )
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self._configure()
+        except (PolicyLoadError, PolicyConfigError, ObservationError, ContractError) as err:
+            return self._fail(str(err))
+        self._set_state("inactive", "")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _fail(self, message: str) -> TransitionCallbackReturn:
+        self.get_logger().error(message)
+        self._set_state("error", message)
+        return TransitionCallbackReturn.FAILURE
+
+    def _configure(self) -> None:
+        spec = str(self._param("checkpoint"))
+        if not spec:
+            raise PolicyLoadError(
+                "parameter `checkpoint` is empty: set a checkpoint directory, Hub repo id or scripted"
+            )
+        contract_path = str(self._param("contract"))
+        checkpoint_policy: CheckpointPolicy | None = None
+        if spec.split(":", 1)[0] != SCRIPTED:
+            checkpoint_policy = CheckpointPolicy(resolve_checkpoint(spec), str(self._param("device")), name=spec)
+        if contract_path:
+            contract = Contract.load(contract_path)
+        elif checkpoint_policy is not None and checkpoint_policy.contract is not None:
+            contract = Contract.from_dict(checkpoint_policy.contract, source=f"{spec}/contract.yaml")
+        else:
+            raise PolicyConfigError("parameter `contract` is empty and the checkpoint carries no contract.yaml; set it")
+        if checkpoint_policy is None:
+            action = contract.features.get("action")
+            if action is None:
+                raise ObservationError(f"contract {contract.source} declares no `action` feature")
+            policy: ChunkPolicy = parse_scripted(spec, action.size, tuple(action.dataset_names or ()))
+            if spec == SCRIPTED or "fps=" not in spec:
+                policy.fps = float(contract.fps)
+        else:
+            policy = checkpoint_policy
+        self._mapping = ActionMapping(contract, policy.action_dim, policy.action_names)
+        self._assembler = ObservationAssembler(
+            contract,
+            policy.inputs,
+            latency_s=float(self._param("observation_latency")),
+            future_tolerance_s=float(self._param("future_tolerance")),
+        )
+        self._scheduler = InferenceScheduler(self._scheduler_config())
+        self._policy = policy
+        self._period_ns = round(NS / (policy.fps or contract.fps))
+        self._stamp_from_header = contract.stamp == "header"
+        for topic, keys in self._assembler.topics.items():
+            feature = contract.features[keys[0]]
+            qos = IMAGE_QOS if feature.is_image else VECTOR_QOS
+            callback = self._make_callback(topic)
+            self._subscriptions_made.append(
+                self.create_subscription(import_message_type(feature.type), topic, callback, qos)
+            )
+        self.get_logger().info(
+            f"configured: {policy.name} ({policy.horizon} steps at {NS / self._period_ns:g} Hz) on "
+            f"{sorted(self._assembler.topics)}; task {self._param('task')!r}"
+        )
+
+    def _make_callback(self, topic: str) -> Any:
+        def on_message(msg: Any) -> None:
+            receive = int(self.get_clock().now().nanoseconds)
+            stamp = Time.from_msg(msg.header.stamp).nanoseconds if self._stamp_from_header else receive
+            with self._lock:
+                if self._assembler is not None:
+                    self._assembler.push(topic, msg, stamp, receive)
+
+        return on_message
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        assert self._assembler is not None and self._scheduler is not None
+        with self._lock:
+            self._assembler.start(int(self.get_clock().now().nanoseconds))
+            self._scheduler.reset()
+        self._warm = not bool(self._param("warmup"))
+        self._stop.clear()
+        self._workers = ThreadPoolExecutor(int(self._param("inference_workers")), thread_name_prefix="inference")
+        self._dispatcher = threading.Thread(target=self._dispatch, name="inference_dispatch", daemon=True)
+        self._dispatcher.start()
+        self._set_state("active", "")
+        self.get_logger().info("active")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_threads()
+        self._set_state("inactive", "")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_threads()
+        for sub in self._subscriptions_made:
+            self.destroy_subscription(sub)
+        self._subscriptions_made.clear()
+        self._policy = self._assembler = self._mapping = self._scheduler = None
+        self._set_state("unconfigured", "")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_threads()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _stop_threads(self) -> None:
+        self._stop.set()
+        if self._dispatcher is not None:
+            self._dispatcher.join(timeout=5.0)
+            self._dispatcher = None
+        if self._workers is not None:
+            self._workers.shutdown(wait=True, cancel_futures=True)
+            self._workers = None
+
+    def _dispatch(self) -> None:
+        """Start inferences when due, on the newest usable frame (runs in its own thread)."""
+        assert self._assembler is not None and self._scheduler is not None and self._workers is not None
+        workers = int(self._param("inference_workers"))
+        last_jumps = 0
+        while not self._stop.wait(0.002):
+            now = int(self.get_clock().now().nanoseconds)
+            with self._lock:
+                self._assembler.poll(now)
+                if self._assembler.stats.clock_jumps != last_jumps:
+                    last_jumps = self._assembler.stats.clock_jumps
+                    self._scheduler.reset()
+                    self._note(self._assembler.stats.last_problem)
+                frame = self._assembler.newest()
+                if not self._scheduler.should_start(now, 1 if not self._warm else workers):
+                    continue
+                if frame is None:
+                    self._note_waiting(now)
+                    continue
+                verdict = self._scheduler.check_observation(frame.time_ns, now)
+                if verdict is ObservationVerdict.ALREADY_USED:
+                    continue
+                if verdict is not ObservationVerdict.OK:
+                    self._stale += 1
+                    age = (now - frame.time_ns) / NS
+                    self._note(f"newest observation is {verdict.value} (age {age:.3f} s); waiting for a usable one")
+                    continue
+                self._observation_age = (now - frame.time_ns) / NS
+                try:
+                    observation = self._assembler.build(frame)
+                except ObservationError as err:
+                    self._note(str(err))
+                    continue
+                horizon = self._policy.horizon if self._policy is not None else 1
+                self._scheduler.inference_started(frame.time_ns, self._period_ns, horizon)
+            observation["task"] = str(self._param("task"))
+            publish = self._warm  # the first inference after activation is the warm-up
+            self._warm = True
+            self._workers.submit(self._infer, frame.time_ns, observation, publish)
+
+    def _note_waiting(self, now: int) -> None:
+        assert self._assembler is not None
+        waiting = self._assembler.waiting_for
+        if waiting:
+            topics = sorted({self._assembler.sources[k].topic for k in waiting})
+            self._note(f"waiting for the first message on {topics}")
+        elif self._assembler.stats.last_problem:
+            self._note(self._assembler.stats.last_problem)
+        else:
+            self._note("waiting for a complete observation (stale or out-of-sync inputs)")
+
+    def _note(self, message: str) -> None:
+        if message and message != self._message:
+            self.get_logger().warning(message, throttle_duration_sec=2.0)
+        self._message = message
+
+    def _infer(self, observation_ns: int, observation: dict[str, Any], publish: bool) -> None:
+        assert self._policy is not None and self._scheduler is not None and self._mapping is not None
+        start = time.perf_counter()
+        published = False
+        try:
+            actions = np.asarray(self._policy.predict_chunk(observation), dtype=np.float64)
+            duration = time.perf_counter() - start
+            problem = self._check_actions(actions)
+            if problem:
+                self._note(problem)
+                self.get_logger().error(problem, throttle_duration_sec=2.0)
+            elif publish:
+                self._publish_chunk(observation_ns, self._mapping.to_ros(actions), duration)
+                published = True
+        except Exception as err:  # a failing model must not kill the node: report it and keep trying
+            duration = time.perf_counter() - start
+            self._note(f"inference failed: {type(err).__name__}: {err}")
+            self.get_logger().error(traceback.format_exc(), throttle_duration_sec=5.0)
+        self._last_inference = duration
+        with self._lock:
+            self._scheduler.inference_finished(observation_ns, duration, published)
+
+    def _check_actions(self, actions: np.ndarray) -> str:
+        assert self._policy is not None
+        expected = self._policy.action_dim
+        if actions.ndim != 2 or actions.shape[1] != expected or actions.shape[0] < 1:
+            return f"the policy returned actions of shape {actions.shape}, not (horizon, {expected}); not published"
+        if not np.all(np.isfinite(actions)):
+            return "the policy returned NaN/inf actions; chunk not published (the executor holds)"
+        return ""
+
+    def _publish_chunk(self, observation_ns: int, actions: np.ndarray, duration: float) -> None:
+        assert self._mapping is not None and self._policy is not None
+        msg = ActionChunk()
+        msg.header.stamp = Time(nanoseconds=observation_ns).to_msg()
+        msg.names = list(self._mapping.joint_names)
+        msg.horizon = int(actions.shape[0])
+        msg.period = Duration(sec=self._period_ns // NS, nanosec=self._period_ns % NS)
+        msg.data = actions.astype(np.float32).reshape(-1).tolist()
+        with self._lock:
+            self._chunk_id += 1
+            msg.chunk_id = self._chunk_id
+        msg.inference_time = float(duration)
+        msg.policy = self._policy.name
+        self._chunk_pub.publish(msg)
+        if self._message.startswith(("waiting", "newest observation", "the policy returned", "inference failed")):
+            self._message = ""
+
+    def _set_state(self, state: str, message: str) -> None:
+        self._state = state
+        self._message = message
+        self._publish_status()
+
+    def _publish_status(self) -> None:
+        msg = PolicyStatus()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.state = self._state
+        msg.policy = self._policy.name if self._policy is not None else str(self._param("checkpoint"))
+        msg.device = str(self._param("device"))
+        msg.chunks_published = self._chunk_id
+        msg.last_inference_time = float(self._last_inference)
+        msg.mean_inference_time = float(self._scheduler.mean_inference_s) if self._scheduler is not None else 0.0
+        msg.observation_age = float(self._observation_age)
+        msg.stale_observations = self._stale
+        msg.message = self._message
+        self._status_pub.publish(msg)
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = PolicyNode()
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    try:
+        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            node.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop
+    finally:
+        node._stop_threads()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
