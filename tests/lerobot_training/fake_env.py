@@ -32,3 +32,18 @@ class EvenSeedEnv:
         done = self.steps >= self.episode_length
         success = done and self.seed % 2 == 0
         return self._observation(), float(success), done, False, {"is_success": success}
+
+
+class UnreachableRobotEnv:
+    """Takes the contract like RosRobotEnv and then times out, as when no sim bridge runs."""
+
+    contracts: list[str] = []  # noqa: RUF012
+
+    def __init__(self, contract: str) -> None:
+        UnreachableRobotEnv.contracts.append(contract)
+
+    def reset(self, *, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        raise TimeoutError("no observation within 10 s; is the sim bridge running?")
+
+    def step(self, action: np.ndarray[Any, Any]) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        raise AssertionError("never reached")

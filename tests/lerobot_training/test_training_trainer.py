@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import TINY, VECTOR_INPUTS
-from fake_env import EvenSeedEnv
+from fake_env import EvenSeedEnv, UnreachableRobotEnv
 from torch.utils.data import DataLoader
 
 from lerobot_ros.command import CommandError
@@ -267,3 +267,20 @@ def test_a_diverging_loss_stops_training_with_a_hint(tiny_dataset: Path, tmp_pat
         trainer.policy.model.action_head.weight.fill_(float("nan"))
     with pytest.raises(TrainingError, match=r"loss became nan at step 1; lower --lr"):
         trainer.train()
+
+
+def test_sim_evaluation_gets_the_dataset_contract_and_a_failure_does_not_stop_training(
+    make_dataset: Callable[..., Path], tmp_path: Path
+) -> None:
+    contract = {"robot_type": "so101_follower", "fps": 10, "features": {}}
+    dataset = make_dataset(episodes=2, frames=6, contract=contract)
+    lines: list[str] = []
+    settings = config(dataset, tmp_path / "run", eval_every=2, eval_env="fake_env:UnreachableRobotEnv",
+                      input_features=VECTOR_INPUTS, val_fraction=0.0)  # fmt: skip
+    Trainer(settings, write=lines.append).train()
+    assert UnreachableRobotEnv.contracts[-1] == str(dataset / "meta" / "contract.json")
+    assert [line for line in lines if "failed" in line] == [
+        "sim evaluation at step 2 failed: TimeoutError: no observation within 10 s; is the sim bridge running?",
+        "sim evaluation at step 4 failed: TimeoutError: no observation within 10 s; is the sim bridge running?",
+    ]
+    assert (tmp_path / "run" / "checkpoints" / "last").exists()

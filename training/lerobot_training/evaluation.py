@@ -9,6 +9,7 @@ counts as a success when `info["is_success"]` is true at its end, as in LeRobot'
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ import torch
 
 from lerobot_training.policies.base import Policy
 
-DEFAULT_ENV_FACTORY = "lerobot_sim_bridge:RosRobotEnv"
+DEFAULT_ENV_FACTORY = "lerobot_sim_bridge.ros_env:RosRobotEnv"
 
 
 class GymEnv(Protocol):
@@ -47,6 +48,15 @@ def find_env_factory(spec: str) -> Callable[..., Any] | None:
         return None
     factory = getattr(module, attribute, None)
     return factory if callable(factory) else None
+
+
+def accepts_argument(factory: Callable[..., Any], name: str) -> bool:
+    """Whether `factory` takes a keyword argument `name` (e.g. RosRobotEnv's `contract`)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def evaluate(policy: Policy, env: GymEnv, episodes: int, max_steps: int, seed: int) -> EvalResult:

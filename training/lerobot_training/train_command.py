@@ -51,7 +51,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-every", type=int, help="steps between sim evaluations (0 = never, the default)")
     parser.add_argument("--eval-episodes", type=int, help="episodes per sim evaluation (default 5)")
     parser.add_argument(
-        "--eval-env", help="environment factory module:callable (default lerobot_sim_bridge:RosRobotEnv)"
+        "--eval-env", help="environment factory module:callable (default lerobot_sim_bridge.ros_env:RosRobotEnv)"
+    )
+    parser.add_argument("--eval-max-steps", type=int, help="step limit of an evaluation episode (default 300)")
+    parser.add_argument(
+        "--eval-env-kwargs", type=json.loads, help="JSON object of keyword arguments for the env factory"
     )
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the final checkpoint to this model repo")
     parser.add_argument("--private", action="store_true", help="create the hub repo private")
@@ -81,10 +85,12 @@ _FLAG_FIELDS = {
     "eval_every": "eval_every",
     "eval_episodes": "eval_episodes",
     "eval_env": "eval_env",
+    "eval_max_steps": "eval_max_steps",
+    "eval_env_kwargs": "eval_env_kwargs",
 }
 # Settings a resumed run may change; the rest would make it a different run.
 _RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "threads", "val_every", "save_every", "log_every",
-              "eval_every", "eval_episodes", "eval_env"}  # fmt: skip
+              "eval_every", "eval_episodes", "eval_env", "eval_max_steps", "eval_env_kwargs"}  # fmt: skip
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from lerobot_training.data import (
     training_stats,
 )
 from lerobot_training.errors import CheckpointError, PolicyConfigError, TrainingError
-from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, evaluate, find_env_factory
+from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, accepts_argument, evaluate, find_env_factory
 from lerobot_training.features import FeatureType
 from lerobot_training.policies.base import Policy
 from lerobot_training.policies.registry import policy_class
@@ -268,15 +268,26 @@ class Trainer:
         return sum(losses) / len(losses)
 
     def _evaluate(self) -> float | None:
+        """Success rate in the simulation, or None (with one line written) when it cannot run."""
         config = self.config
-        if self._env is None:
-            factory = find_env_factory(config.eval_env)
-            if factory is None:
-                self.write(f"sim evaluation skipped: {config.eval_env} is not available (is the sim bridge installed?)")
-                self.config.eval_every = 0
-                return None
-            self._env = factory(**config.eval_env_kwargs)
-        result = evaluate(self.policy, self._env, config.eval_episodes, config.eval_max_steps, config.seed)
+        try:
+            if self._env is None:
+                factory = find_env_factory(config.eval_env)
+                if factory is None:
+                    self.write(
+                        f"sim evaluation skipped: {config.eval_env} is not available (is the sim bridge installed?)"
+                    )
+                    config.eval_every = 0
+                    return None
+                kwargs = dict(config.eval_env_kwargs)
+                contract_path = Path(config.dataset) / "meta" / "contract.json"
+                if "contract" not in kwargs and contract_path.is_file() and accepts_argument(factory, "contract"):
+                    kwargs["contract"] = str(contract_path)
+                self._env = factory(**kwargs)
+            result = evaluate(self.policy, self._env, config.eval_episodes, config.eval_max_steps, config.seed)
+        except Exception as err:  # a simulator failure must not end a long training run; it is reported
+            self.write(f"sim evaluation at step {self.step} failed: {type(err).__name__}: {err}")
+            return None
         return result.success_rate
 
     def save_checkpoint(self) -> Path:
@@ -338,8 +349,8 @@ class Trainer:
                 loss, logs = self.policy.compute_loss(to_policy_batch(batch, self.camera_keys, self.device))
                 if not torch.isfinite(loss):
                     raise TrainingError(
-                        f"the loss became {float(loss.detach())} at step {self.step + 1}; lower --lr or --grad-clip-norm, "
-                        "or check the dataset for NaN values"
+                        f"the loss became {float(loss.detach())} at step {self.step + 1}; lower --lr or "
+                        "--grad-clip-norm, or check the dataset for NaN values"
                     )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]
