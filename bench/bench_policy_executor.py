@@ -1,0 +1,351 @@
+"""Policy node + action executor against the synchronous baseline, with the same scripted policy (one run).
+
+For each control rate (30, 100 Hz) and each inference delay (0.2, 0.8, 1.5 x the chunk duration of 1 s) two
+systems drive a robot stand-in (this process: it publishes `joint_states` at 100 Hz and records every
+command it receives):
+
+* **ours**: `policy_node` (scripted policy, threshold adapted to the measured inference time, overlapping
+  inferences as `inference_workers` allows) + `action_executor` (per-tick `joint_commands`, cross-fade);
+* **baseline**: what most peers do (LeRobot's synchronous loop, as a ROS node): a timer at the control rate
+  pops one action per tick from a queue and, when the queue is empty, runs inference inside the timer.
+
+Measured on the received command stream, the same way for both:
+observation -> first command latency excluding inference (first command after a chunk is available, minus the
+observation stamp and the inference time), command jitter (|interval - period|, p50/p99), starvation (stream
+gaps longer than 1.5 periods, plus the executor's own hold time), and the largest command step at chunk
+boundaries vs inside chunks. Ratios are baseline / ours. Writes bench/results/policy_executor.json.
+
+    .venv/bin/python bench/bench_policy_executor.py [--seconds 8] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+CHUNK_S = 1.0
+DELAYS = (0.2, 0.8, 1.5)
+RATES = (30.0, 100.0)
+AMPLITUDE_DEG = 10.0
+FREQUENCY = 0.5
+RESULTS = Path(__file__).resolve().parent / "results" / "policy_executor.json"
+
+
+def write_contract(path: Path, fps: int) -> Path:
+    import yaml
+
+    names = [f"{j}.pos" for j in JOINTS]
+    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": names, "units": "rad_to_deg"}
+    data = {
+        "robot_type": "so101_follower",
+        "fps": fps,
+        "features": {
+            "observation.state": {**feature, "topic": "/follower/joint_states", "max_age_s": 0.5},
+            "action": {**feature, "topic": "/follower/joint_commands"},
+        },
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def scripted_spec(delay_s: float, rate: float) -> str:
+    horizon = round(CHUNK_S * rate)
+    return f"scripted:delay={delay_s},horizon={horizon},fps={rate},amplitude={AMPLITUDE_DEG},frequency={FREQUENCY}"
+
+
+def run_baseline(args: argparse.Namespace) -> None:
+    """Child process: LeRobot's synchronous loop as a ROS node (inference inside the control timer)."""
+    import rclpy
+    from builtin_interfaces.msg import Duration
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.time import Time
+    from sensor_msgs.msg import JointState
+
+    from lerobot_msgs.msg import ActionChunk
+    from lerobot_policy_node.core.policies import parse_scripted
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init()
+    node = rclpy.create_node("sync_baseline")
+    policy = parse_scripted(scripted_spec(args.delay, args.rate), len(JOINTS))
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    commands = node.create_publisher(JointState, "/follower/joint_commands", qos)
+    chunks = node.create_publisher(ActionChunk, "/baseline/action_chunk", qos)
+    latest: list[Any] = []
+    queue: deque[np.ndarray] = deque()
+
+    def on_state(msg: Any) -> None:
+        latest[:] = [msg]
+
+    node.create_subscription(JointState, "/follower/joint_states", on_state, 10)
+
+    def tick() -> None:
+        if not latest:
+            return
+        if not queue:
+            state = latest[-1]
+            stamp = Time.from_msg(state.header.stamp).nanoseconds
+            start = time.perf_counter()
+            chunk = policy.predict_chunk(
+                {"observation.state": np.degrees(np.asarray(state.position)), "timestamp": stamp / 1e9}
+            )
+            info = ActionChunk(names=JOINTS, horizon=len(chunk), period=Duration(nanosec=int(1e9 / args.rate)))
+            info.header.stamp = state.header.stamp
+            info.inference_time = time.perf_counter() - start
+            chunks.publish(info)
+            queue.extend(np.radians(chunk))
+        msg = JointState()
+        msg.header.stamp = node.get_clock().now().to_msg()
+        msg.name = JOINTS
+        msg.position = [float(v) for v in queue.popleft()]
+        commands.publish(msg)
+
+    node.create_timer(1.0 / args.rate, tick)
+    with contextlib.suppress(KeyboardInterrupt):  # the bench stops it with SIGTERM/SIGINT
+        rclpy.spin(node)
+
+
+class Robot:
+    """This process's stand-in for the robot: publishes joint_states, records commands, chunks and diagnostics."""
+
+    def __init__(self, domain_id: int) -> None:
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+
+        from lerobot_msgs.msg import ActionChunk
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node("bench_robot", context=self.context)
+        self.lock = threading.Lock()
+        self.commands: list[tuple[float, np.ndarray]] = []
+        self.chunks: list[tuple[float, float, float]] = []  # receive (monotonic), observation stamp (s), inference
+        self.diagnostics: dict[str, str] = {}
+        self.recording = False
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self._states = self.node.create_publisher(JointState, "/follower/joint_states", 10)
+        self.node.create_subscription(JointState, "/follower/joint_commands", self._on_command, qos)
+        for topic in ("/policy/action_chunk", "/baseline/action_chunk"):
+            self.node.create_subscription(ActionChunk, topic, self._on_chunk, qos)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        self.node.create_timer(0.01, self._publish_state)
+        self.executor = MultiThreadedExecutor(num_threads=3, context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _publish_state(self) -> None:
+        from sensor_msgs.msg import JointState
+
+        msg = JointState()
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        msg.name = JOINTS
+        msg.position = [0.0] * len(JOINTS)
+        self._states.publish(msg)
+
+    def _on_command(self, msg: Any) -> None:
+        now = time.monotonic()
+        with self.lock:
+            if self.recording:
+                self.commands.append((now, np.asarray(msg.position, dtype=np.float64)))
+
+    def _on_chunk(self, msg: Any) -> None:
+        now = time.monotonic()
+        wall_minus_mono = time.time() - now
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 - wall_minus_mono  # on the monotonic clock
+        with self.lock:
+            if self.recording:
+                self.chunks.append((now, stamp, float(msg.inference_time)))
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if "action executor" in status.name:
+                with self.lock:
+                    self.diagnostics = {kv.key: kv.value for kv in status.values}
+
+    def record(self, seconds: float) -> tuple[list[tuple[float, np.ndarray]], list[tuple[float, float, float]]]:
+        with self.lock:
+            self.commands, self.chunks, self.recording = [], [], True
+        time.sleep(seconds)
+        with self.lock:
+            self.recording = False
+            return list(self.commands), list(self.chunks)
+
+    def wait_commands(self, timeout: float) -> bool:
+        with self.lock:
+            self.commands, self.recording = [], True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.commands) > 10:
+                    self.recording = False
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def analyse(
+    commands: list[tuple[float, np.ndarray]], chunks: list[tuple[float, float, float]], rate: float
+) -> dict[str, Any]:
+    """The metrics of the module docstring, from one recorded command stream."""
+    if len(commands) < 3:
+        return {"error": f"only {len(commands)} commands received"}
+    times = np.array([t for t, _ in commands])
+    positions = np.stack([p for _, p in commands])
+    period = 1.0 / rate
+    intervals = np.diff(times)
+    jitter = np.abs(intervals - period)
+    gaps = intervals[intervals > 1.5 * period]
+    steps = np.max(np.abs(np.diff(positions, axis=0)), axis=1)
+    speeds = steps / np.maximum(intervals, 1e-3)  # a late tick makes a longer step, not a faster one
+    boundary = np.zeros(len(steps), dtype=bool)
+    latencies = []
+    for received, stamp, inference in chunks:
+        after = np.searchsorted(times, received)
+        if after < len(times):
+            latencies.append(times[after] - stamp - inference)
+            boundary[max(after - 1, 0) : min(after + round(rate * 0.1), len(steps))] = True
+    return {
+        "commands": len(commands),
+        "chunks": len(chunks),
+        "latency_ms": {
+            "p50": float(np.percentile(latencies, 50) * 1e3) if latencies else None,
+            "p99": float(np.percentile(latencies, 99) * 1e3) if latencies else None,
+        },
+        "jitter_ms": {"p50": float(np.percentile(jitter, 50) * 1e3), "p99": float(np.percentile(jitter, 99) * 1e3)},
+        "stream_gaps": {"count": len(gaps), "time_s": float(np.sum(gaps - period))},
+        "max_boundary_step_rad": float(steps[boundary].max()) if boundary.any() else 0.0,
+        "max_inner_step_rad": float(steps[~boundary].max()) if (~boundary).any() else 0.0,
+        "max_boundary_speed_rad_s": float(speeds[boundary].max()) if boundary.any() else 0.0,
+        "max_inner_speed_rad_s": float(speeds[~boundary].max()) if (~boundary).any() else 0.0,
+    }
+
+
+def run_system(system: str, delay_factor: float, rate: float, seconds: float, workdir: Path) -> dict[str, Any]:
+    from lerobot_ros.dds import clean_stale_shm, ros_environment
+    from lerobot_ros.testing import lease_domain
+
+    lease = lease_domain()
+    env = ros_environment()
+    env.update(ROS_DOMAIN_ID=str(lease.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    os.environ.update(env)
+    bin_dir = Path(sys.executable).parent
+    delay = delay_factor * CHUNK_S
+    contract = write_contract(workdir / f"contract_{int(rate)}.yaml", int(rate))
+    if system == "ours":
+        workers = max(1, int(np.ceil(delay / max(CHUNK_S - delay - 0.15, 0.05))) + 1) if delay < CHUNK_S else 2
+        argvs = [
+            [str(bin_dir / "policy_node"), "--ros-args", "-p", f"checkpoint:={scripted_spec(delay, rate)}",
+             "-p", f"contract:={contract}", "-p", f"inference_workers:={min(workers, 16)}", "-p", "margin:=0.1",
+             "-p", "threshold:=0.0", "-p", "max_observation_age:=0.5"],
+            [str(bin_dir / "action_executor"), "--ros-args", "-r", "__ns:=/follower", "-p", "output:=joint_commands",
+             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5"],
+        ]  # fmt: skip
+    else:
+        argvs = [[sys.executable, __file__, "--baseline", "--delay", str(delay), "--rate", str(rate)]]
+    robot = Robot(lease.domain_id)
+    procs = [subprocess.Popen(a, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for a in argvs]
+    try:
+        if not robot.wait_commands(60.0):
+            return {"error": "no commands within 60 s"}
+        time.sleep(2.0 + delay)  # past the first chunks
+        commands, chunks = robot.record(seconds)
+        time.sleep(0.6)
+        result = analyse(commands, chunks, rate)
+        if system == "ours":
+            with robot.lock:
+                diag = dict(robot.diagnostics)
+            keys = ("starvation_events", "starvation_s", "chunks_accepted", "chunks_rejected", "tick_jitter_p99_ms")
+            result["executor"] = {k: diag.get(k) for k in keys}
+            result["inference_workers"] = min(workers, 16)
+        return result
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        robot.close()
+        lease.release()
+        clean_stale_shm()
+
+
+def ratio(base: float | None, ours: float | None) -> float | None:
+    if base is None or ours is None:
+        return None
+    return round(base / ours, 3) if ours > 0 else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="recorded seconds per configuration")
+    parser.add_argument("--quick", action="store_true", help="100 Hz and 0.2x only")
+    parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--delay", type=float, default=0.2, help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.baseline:
+        run_baseline(args)
+        return
+    import tempfile
+
+    results: list[dict[str, Any]] = []
+    rates = (100.0,) if args.quick else RATES
+    delays = (0.2,) if args.quick else DELAYS
+    with tempfile.TemporaryDirectory() as tmp:
+        for rate in rates:
+            for factor in delays:
+                entry: dict[str, Any] = {"rate_hz": rate, "inference_delay_x_chunk": factor}
+                for system in ("ours", "baseline"):
+                    entry[system] = run_system(system, factor, rate, args.seconds, Path(tmp))
+                    print(json.dumps({"rate": rate, "delay": factor, system: entry[system]}), flush=True)
+                ours, base = entry["ours"], entry["baseline"]
+                if "error" not in ours and "error" not in base:
+                    entry["ratios_baseline_over_ours"] = {
+                        "latency_p50": ratio(base["latency_ms"]["p50"], ours["latency_ms"]["p50"]),
+                        "latency_p99": ratio(base["latency_ms"]["p99"], ours["latency_ms"]["p99"]),
+                        "jitter_p99": ratio(base["jitter_ms"]["p99"], ours["jitter_ms"]["p99"]),
+                        "max_boundary_step": ratio(base["max_boundary_step_rad"], ours["max_boundary_step_rad"]),
+                        "max_boundary_speed": ratio(base["max_boundary_speed_rad_s"], ours["max_boundary_speed_rad_s"]),
+                    }
+                results.append(entry)
+    with open("/proc/loadavg") as handle:
+        load = handle.read().split()[:3]
+    report = {
+        "bench": "policy_executor",
+        "chunk_duration_s": CHUNK_S,
+        "recorded_s_per_config": args.seconds,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_at_end": load},
+        "results": results,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
