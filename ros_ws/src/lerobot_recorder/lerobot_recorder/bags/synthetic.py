@@ -24,6 +24,7 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 from rosbags.typesys import Stores, get_typestore
 
 from lerobot_recorder.contract import Contract
+from lerobot_ros import images
 
 NS = 1_000_000_000
 SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -156,24 +157,15 @@ def _image(spec: SyntheticBagSpec, ts: Any, stamp: int, i: int, cam: int, compre
     header = _stamp_msg(ts, stamp, f"{name}_optical")
     rgb = camera_pixels(i, cam, spec.height, spec.width, spec.noise)
     if compressed:
-        import cv2
-
-        ok, jpeg = cv2.imencode(".jpg", rgb[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 90])
-        assert ok
-        return ts.types["sensor_msgs/msg/CompressedImage"](header=header, format="jpeg", data=jpeg.reshape(-1))
+        jpeg = np.frombuffer(images.encode_jpeg(rgb, 90), dtype=np.uint8)
+        return ts.types["sensor_msgs/msg/CompressedImage"](header=header, format="jpeg", data=jpeg)
     if spec.encoding == "16UC1":
-        depth = (rgb[:, :, 0].astype(np.uint16) * 10).astype("<u2")
-        data = depth.view(np.uint8).reshape(-1)
-        step = spec.width * 2
+        fields = images.array_to_image(rgb[:, :, 0].astype(np.uint16) * 10, "16UC1")
     elif spec.encoding == "mono8":
-        data = np.ascontiguousarray(rgb[:, :, 0]).reshape(-1)
-        step = spec.width
-    elif spec.encoding == "bgr8":
-        data = np.ascontiguousarray(rgb[:, :, ::-1]).reshape(-1)
-        step = spec.width * 3
+        fields = images.array_to_image(np.ascontiguousarray(rgb[:, :, 0]), "mono8")
     else:
-        data = rgb.reshape(-1)
-        step = spec.width * 3
+        fields = images.rgb_to_image(rgb, spec.encoding)
+    data, step = fields.data, fields.step
     return ts.types["sensor_msgs/msg/Image"](
         header=header,
         height=spec.height,
