@@ -128,7 +128,6 @@ class SimBridge(Node):
         self._rejected = 0
         self._last_rejection = ""
         self._steps = 0
-        self._started_wall = time.monotonic()
 
         self._joint_states_pub = self.create_publisher(JointState, topics.JOINT_STATES, STATE_QOS)
         self._clock_pub = self.create_publisher(Clock, topics.CLOCK, STATE_QOS)
