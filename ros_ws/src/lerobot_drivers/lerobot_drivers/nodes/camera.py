@@ -1,0 +1,268 @@
+"""Lifecycle node publishing one camera (OpenCV device, video file or the synthetic counter pattern).
+
+configure: open the device and apply width/height/fps/fourcc/exposure (a missing device or a mode it does
+not support fails here, naming what it does support). activate: start the capture thread (newest-frame
+semantics) and the publisher thread, which publishes `image_raw` (rgb8, stamp = capture time), optionally
+`image_raw/compressed` (JPEG) and `camera_info`. A device that disappears is reopened every
+`reconnect_period` s; a camera that delivers nothing for `stall_timeout` s is reported. /diagnostics
+carries the measured fps, dropped frames, reconnects and the last error.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from std_msgs.msg import Header
+
+from lerobot_drivers.cameras.capture import CaptureThread, Frame
+from lerobot_drivers.cameras.errors import CameraError
+from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
+from lerobot_ros.images import compressed_format, encode_jpeg, rgb_to_image
+
+IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _desc(text: str, read_only: bool = False, **kwargs: Any) -> ParameterDescriptor:
+    return ParameterDescriptor(description=text, read_only=read_only, **kwargs)
+
+
+class CameraNode(LifecycleNode):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("camera", **kwargs)
+        d = self.declare_parameter
+        d("device", "", _desc("index (0), path (/dev/video0, a video file) or synthetic[:presence file]", True))
+        d("width", 0, _desc("frame width; 0 = the device's default", True))
+        d("height", 0, _desc("frame height; 0 = the device's default", True))
+        d("fps", 0.0, _desc("frame rate; 0 = the device's default", True))
+        d("fourcc", "", _desc("pixel format: MJPG, YUYV or empty for the default", True))
+        d("exposure", -1.0, _desc("manual exposure (device units); < 0 = automatic", True))
+        d("frame_id", "", _desc("header.frame_id; default <node name>_optical_frame", True))
+        d("publish_raw", True, _desc("publish image_raw (rgb8)", True))
+        d("publish_compressed", False, _desc("publish image_raw/compressed (JPEG)", True))
+        quality_range = [IntegerRange(from_value=1, to_value=100, step=1)]
+        d("jpeg_quality", 90, _desc("JPEG quality of image_raw/compressed", integer_range=quality_range))
+        d("reconnect_period", 1.0, _desc("seconds between attempts to reopen a vanished device", True))
+        d("stall_timeout", 2.0, _desc("seconds without a frame before the camera is reported stalled", True))
+        d("diagnostics_period", 1.0, _desc("seconds between /diagnostics reports", True))
+        d("autostart", True, _desc("configure and activate at start-up", True))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._source: Any = None
+        self._mode: CameraMode | None = None
+        self._capture: CaptureThread | None = None
+        self._publisher_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._pubs: dict[str, Any] = {}
+        self._stalled = False
+        self._published = 0
+        self._last_seq = 0
+        self._diag_timer: Any = None
+        self._source_closed = False
+        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
+        for p in params:
+            if p.name == "jpeg_quality" and not 1 <= int(p.value) <= 100:
+                return SetParametersResult(successful=False, reason="jpeg_quality must be 1..100")
+        return SetParametersResult(successful=True)
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            request = CameraRequest(
+                int(self._param("width")),
+                int(self._param("height")),
+                float(self._param("fps")),
+                str(self._param("fourcc")).upper(),
+                float(self._param("exposure")),
+            )
+            source = make_source(str(self._param("device")), request)
+            self._mode = source.open()
+        except (CameraError, ValueError) as err:
+            self.get_logger().error(f"configure failed: {err}")
+            return TransitionCallbackReturn.FAILURE
+        except Exception:
+            self.get_logger().error(f"configure failed:\n{traceback.format_exc()}")
+            raise
+        self._source = source
+        self._source_closed = False
+        if self._param("publish_raw"):
+            self._pubs["raw"] = self.create_publisher(Image, "image_raw", IMAGE_QOS)
+        if self._param("publish_compressed"):
+            self._pubs["compressed"] = self.create_publisher(CompressedImage, "image_raw/compressed", IMAGE_QOS)
+        self._pubs["info"] = self.create_publisher(CameraInfo, "camera_info", IMAGE_QOS)
+        self.get_logger().info(f"opened {source.description}: {self._mode}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        assert self._source is not None and self._mode is not None
+        if self._source_closed:
+            try:
+                self._mode = self._source.open()
+            except CameraError as err:
+                self.get_logger().error(f"activate failed: {err}")
+                return TransitionCallbackReturn.FAILURE
+            self._source_closed = False
+        self._capture = CaptureThread(
+            self._source, self._mode, float(self._param("reconnect_period")), on_event=self._on_capture_event
+        )
+        self._stop.clear()
+        self._capture.start()
+        self._publisher_thread = threading.Thread(target=self._publish_loop, name="camera_publish", daemon=True)
+        self._publisher_thread.start()
+        self._diag_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_threads()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _stop_threads(self) -> None:
+        self._stop.set()
+        if self._capture is not None:
+            self._capture.stop()
+            # the capture thread closed the source: reopen on the next activate
+            self._capture = None
+            self._source_closed = True
+        if self._publisher_thread is not None:
+            self._publisher_thread.join(2.0)
+            self._publisher_thread = None
+        if self._diag_timer is not None:
+            self.destroy_timer(self._diag_timer)
+            self._diag_timer = None
+
+    def release(self) -> None:
+        """Stop the threads, close the device, drop the publishers (idempotent)."""
+        self._stop_threads()
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+        for pub in self._pubs.values():
+            self.destroy_publisher(pub)
+        self._pubs = {}
+
+    def _on_capture_event(self, kind: str, text: str) -> None:
+        if kind == "disconnected":
+            self.get_logger().warning(f"camera lost: {text}; reopening every {self._param('reconnect_period')} s")
+        else:
+            self.get_logger().info(f"camera back: {text}")
+
+    def _publish_loop(self) -> None:
+        stall_timeout = float(self._param("stall_timeout"))
+        frame_id = str(self._param("frame_id")) or f"{self.get_name()}_optical_frame"
+        while not self._stop.is_set():
+            capture = self._capture
+            if capture is None:
+                return
+            frame = capture.wait_newer(stall_timeout)
+            if frame is None:
+                if not self._stop.is_set() and not self._stalled:
+                    self._stalled = True
+                    stats = capture.stats()
+                    why = "disconnected" if not stats.connected else "connected but delivering no frames"
+                    self.get_logger().error(f"camera stalled: no frame for {stall_timeout} s ({why})")
+                continue
+            if self._stalled:
+                self._stalled = False
+                self.get_logger().info("camera delivers frames again")
+            try:
+                self._publish(frame, frame_id)
+            except RCLError:
+                if self.context.ok() and not self._stop.is_set():
+                    raise
+                return  # shutting down (Ctrl-C invalidates the context before the threads stop)
+
+    def _publish(self, frame: Frame, frame_id: str) -> None:
+        header = Header(frame_id=frame_id)
+        header.stamp.sec, header.stamp.nanosec = divmod(frame.captured.stamp_ns, 1_000_000_000)
+        image = frame.captured.image
+        raw = self._pubs.get("raw")
+        if raw is not None:
+            msg = rgb_to_image(image, "rgb8").fill(Image(header=header))
+            raw.publish(msg)
+        compressed = self._pubs.get("compressed")
+        if compressed is not None:
+            data = encode_jpeg(image, int(self._param("jpeg_quality")))
+            compressed.publish(CompressedImage(header=header, format=compressed_format("rgb8"), data=data))
+        height, width = int(image.shape[0]), int(image.shape[1])
+        self._pubs["info"].publish(CameraInfo(header=header, height=height, width=width))
+        self._published += 1
+        self._last_seq = frame.seq
+
+    def _publish_diagnostics(self) -> None:
+        capture = self._capture
+        if capture is None:
+            return
+        stats = capture.stats()
+        status = DiagnosticStatus(
+            name=f"{self.get_fully_qualified_name()}: camera", hardware_id=str(self._param("device"))
+        )
+        if self._stalled or not stats.connected:
+            status.level = DiagnosticStatus.ERROR
+            status.message = "disconnected, reconnecting" if not stats.connected else "stalled: no frames"
+        elif self._mode is not None and stats.fps < 0.8 * self._mode.fps and stats.captured > 2 * self._mode.fps:
+            status.level = DiagnosticStatus.WARN
+            status.message = f"slow: {stats.fps:.1f} fps of {self._mode.fps:g}"
+        else:
+            status.level = DiagnosticStatus.OK
+            status.message = "ok"
+        values = {
+            "mode": str(self._mode),
+            "fps": f"{stats.fps:.2f}",
+            "frames_captured": str(stats.captured),
+            "frames_published": str(self._published),
+            "frames_dropped": str(stats.dropped),
+            "reconnects": str(stats.reconnects),
+            "connected": str(stats.connected).lower(),
+            "last_frame_age_s": f"{stats.last_frame_age_s:.3f}",
+            "last_error": stats.last_error,
+        }
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    node = CameraNode()
+    try:
+        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            node.trigger_activate()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # normal stop: release below
+    finally:
+        node.release()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
