@@ -31,6 +31,7 @@ CHUNK_S = HORIZON / FPS  # 0.5 s
 AMPLITUDE_DEG = 8.0
 FREQUENCY = 0.5
 EXECUTOR_RATE = 50.0
+MAX_VELOCITY = 1.5  # rad/s, 3.4x the sine's peak speed
 
 
 def write_contract(path, namespace: str = "/follower") -> str:
@@ -125,13 +126,13 @@ def rig(tmp_path, processes):
         ns = ["-r", "__ns:=/follower"]
         driver = processes.start(
             [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
-             "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5"],
+             "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5",
+             "-p", "bus_timeout:=0.1", "-p", "bus_retries:=4", "-p", "connect_timeout:=10.0"],
             name="driver",
         )  # fmt: skip
         executor = processes.start(
             [venv_script("action_executor"), "--ros-args", *ns, "-p", f"output:={output}",
-             "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25",
-             "-p", "max_velocity:=3.0"],
+             "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25", "-p", f"max_velocity:={MAX_VELOCITY}"],
             name="executor",
         )  # fmt: skip
         scripted = (
@@ -171,14 +172,16 @@ def command_speeds(commands: list) -> np.ndarray:
 def test_commands_at_the_driver_are_continuous_and_never_starve(rig, ros_node, factor, workers):
     probe = Probe(ros_node)
     rig(factor, workers=workers)
-    start_count = len(probe.wait("commands", 1))
+    # From 1 s after the first command: the first chunk fades in from the measured pose (a deliberate catch-up).
+    start_count = len(probe.wait("commands", 1)) + int(EXECUTOR_RATE)
     commands = probe.wait("commands", start_count + int(4 * EXECUTOR_RATE))[start_count:]
     stamps, _ = command_steps(commands)
     assert np.all(np.diff(stamps) > 0)  # stamped in order
     # The sine moves at most 2 pi f A = 0.44 rad/s. A chunk handed over by a jump would show a speed of the
-    # amplitude (0.14 rad) over one tick (7 rad/s); the executor's max_velocity (3 rad/s) bounds any catch-up.
-    peak_speed = 2 * math.pi * FREQUENCY * math.radians(AMPLITUDE_DEG)
-    assert command_speeds(commands).max() < 3 * peak_speed, command_speeds(commands).max()
+    # amplitude (0.14 rad) over one tick (7 rad/s); when the machine's load delays a chunk past the end of the
+    # plan, the hold and the catch-up that follow stay within max_velocity. Speeds, not steps: load delays ticks.
+    speeds = command_speeds(commands)
+    assert speeds.max() <= MAX_VELOCITY * 1.01, speeds.max()
     assert all(len(m.name) == 6 and all(math.isfinite(p) for p in m.position) for _, m in commands)
     values = probe.diagnostic(lambda v: int(v["chunks_accepted"]) >= 4)
     # Starvation is asserted on scripted timelines (core tests); here the machine's load may delay a chunk.

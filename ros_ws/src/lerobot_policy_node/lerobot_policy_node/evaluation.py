@@ -118,9 +118,10 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
     fps = float(policy.fps or contract.fps)
     period_ns = round(NS / fps)
     namespace = action.topic.rsplit("/", 1)[0] or "/"
-    bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None
     camera_key = next((key for key, f in contract.features.items() if f.is_visual), None)
-    from lerobot_sim_bridge import RosRobotEnv
+    from lerobot_sim_bridge.ros_env import RosRobotEnv
+
+    bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None
 
     episodes: list[dict[str, Any]] = []
     inference_s: list[float] = []
@@ -197,6 +198,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
         "returns": returns,
         "per_episode": episodes,
         "chunks": totals,
+        "step_units": "dataset units of the contract's action (LeRobot's: degrees, gripper 0..100)",
         "inference_s": {
             "mean": float(np.mean(inference_s)) if inference_s else 0.0,
             "p99": float(np.percentile(inference_s, 99)) if inference_s else 0.0,

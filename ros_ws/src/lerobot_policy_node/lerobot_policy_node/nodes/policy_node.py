@@ -267,11 +267,12 @@ class PolicyNode(LifecycleNode):
     def _note_waiting(self, now: int) -> None:
         assert self._assembler is not None
         waiting = self._assembler.waiting_for
+        problem = self._assembler.stats.last_problem
         if waiting:
             topics = sorted({self._assembler.sources[k].topic for k in waiting})
-            self._note(f"waiting for the first message on {topics}")
-        elif self._assembler.stats.last_problem:
-            self._note(self._assembler.stats.last_problem)
+            self._note(f"waiting for the first usable message on {topics}" + (f": {problem}" if problem else ""))
+        elif problem:
+            self._note(problem)
         else:
             self._note("waiting for a complete observation (stale or out-of-sync inputs)")
 
