@@ -1,0 +1,68 @@
+"""launch/policy.launch.yaml and launch/sim_policy.launch.yaml through `lerobot-ros launch`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lerobot_ros.testing import venv_script
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_policy_launch_resolves_both_nodes_in_the_namespace(processes):
+    launcher = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "launch",
+            "--print",
+            "lerobot_policy_node",
+            "policy.launch.yaml",
+            "checkpoint:=scripted",
+            "namespace:=arm2",
+            "output:=forward_position",
+        ]
+    )
+    assert launcher.wait(timeout=60) == 0, launcher.output()
+    output = launcher.output()
+    assert "/policy_node --ros-args" in output and "/action_executor --ros-args" in output
+    assert "__ns:=/arm2" in output and "output: forward_position" in output and "checkpoint: scripted" in output
+
+
+def test_sim_policy_launch_includes_the_bridge(processes):
+    launcher = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "launch",
+            "--print",
+            str(REPO / "launch/sim_policy.launch.yaml"),
+            "checkpoint:=scripted:delay=0.1",
+            "cameras:=front:64x48",
+        ]
+    )
+    assert launcher.wait(timeout=60) == 0, launcher.output()
+    output = launcher.output()
+    assert "/sim_bridge --ros-args" in output and "/policy_node --ros-args" in output
+    assert "so101_sim.yaml" in output and "checkpoint: scripted:delay=0.1" in output
+
+
+@pytest.mark.ros
+def test_policy_launch_drives_the_fake_arm(processes, ros_node, tmp_path):
+    from trajectory_msgs.msg import JointTrajectory
+
+    from lerobot_ros.testing import wait_for_messages
+
+    processes.start(
+        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "arm_logs"), "lerobot_drivers",
+         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}"],
+        name="arm",
+    )  # fmt: skip
+    processes.start(
+        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "policy_logs"), "lerobot_policy_node",
+         "policy.launch.yaml", "checkpoint:=scripted:delay=0.05", f"contract:={REPO / 'config/contracts/so101.yaml'}",
+         "max_observation_age:=1.0"],
+        name="policy",
+    )  # fmt: skip
+    messages = wait_for_messages(ros_node, JointTrajectory, "/follower/joint_trajectory", count=3, timeout=120)
+    assert all(len(m.points) > 1 and len(m.joint_names) == 6 for m in messages)
