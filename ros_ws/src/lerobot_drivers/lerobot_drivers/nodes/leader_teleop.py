@@ -1,0 +1,161 @@
+"""Leader arm -> follower arm teleoperation (LeRobot's `lerobot-teleoperate` on ROS topics).
+
+Subscribes to the leader driver's `joint_states`, maps them to follower targets (`teleop.leader_follower`:
+body joints 1:1, gripper rescaled between the two calibrated ranges), keeps each target within
+`max_relative_target` of the follower's measured position and publishes the follower's `joint_commands`.
+A leader of another robot type, or a reading with other joints, never reaches the follower: the node
+refuses to start, or drops the reading with an error. Without fresh leader or follower states nothing is
+sent, so the follower driver holds (its own `command_timeout`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+
+from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
+from lerobot_drivers.motors.errors import CalibrationError
+from lerobot_drivers.teleop.errors import TeleopError
+from lerobot_drivers.teleop.leader_follower import LeaderFollowerMap, check_pair, clip_relative
+
+STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class LeaderTeleop(Node):
+    """See the module docstring."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("leader_teleop", **kwargs)
+
+        def d(name: str, default: Any, text: str, read_only: bool = True) -> Any:
+            return self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=read_only))
+
+        d("leader_type", "so101_leader", "LeRobot robot type of the leader arm")
+        d("follower_type", "so101_follower", "LeRobot robot type of the follower arm")
+        d("leader_calibration", "", "LeRobot calibration JSON of the leader")
+        d("follower_calibration", "", "LeRobot calibration JSON of the follower")
+        d("leader_namespace", "/leader", "namespace of the leader driver")
+        d("follower_namespace", "/follower", "namespace of the follower driver")
+        d("max_relative_target", 0.0, "max distance (rad) of a target from the follower's position; 0 = off", False)
+        d("state_timeout", 0.5, "leader/follower states older than this (s) are stale: nothing is sent")
+        p = self._param
+        leader, follower = check_pair(p("leader_type"), p("follower_type"))
+        calibrations = []
+        for role, spec in (("leader", leader), ("follower", follower)):
+            path = str(p(f"{role}_calibration"))
+            if not path:
+                raise TeleopError(f"{role}_calibration is not set: give the {spec.robot_type}'s calibration JSON")
+            check_calibration_location(path, spec.robot_type, spec.calibration_kind)
+            calibrations.append(load_calibration(path))
+        self.mapping = LeaderFollowerMap(leader, follower, calibrations[0], calibrations[1])
+        self._lock = threading.Lock()
+        self._follower: tuple[float, np.ndarray] | None = None
+        self._stats = {"forwarded": 0, "clipped": 0, "rejected": 0, "stale": 0}
+        self._last_error = ""
+        self._last_error_log = 0.0
+        leader_ns, follower_ns = str(p("leader_namespace")).rstrip("/"), str(p("follower_namespace")).rstrip("/")
+        self._commands = self.create_publisher(JointState, f"{follower_ns}/joint_commands", COMMAND_QOS)
+        self.create_subscription(JointState, f"{leader_ns}/joint_states", self._on_leader, STATE_QOS)
+        self.create_subscription(JointState, f"{follower_ns}/joint_states", self._on_follower, STATE_QOS)
+        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self.get_logger().info(
+            f"{leader.robot_type} ({leader_ns}) -> {follower.robot_type} ({follower_ns}), "
+            f"max_relative_target {p('max_relative_target')} rad"
+        )
+
+    def _param(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def _on_follower(self, msg: JointState) -> None:
+        order = {n: i for i, n in enumerate(msg.name)}
+        if not all(n in order for n in self.mapping.joint_names):
+            return
+        position = np.array([msg.position[order[n]] for n in self.mapping.joint_names])
+        with self._lock:
+            self._follower = (time.monotonic(), position)
+
+    def _reject(self, text: str) -> None:
+        self._stats["rejected"] += 1
+        self._last_error = text
+        now = time.monotonic()
+        if now - self._last_error_log > 2.0:
+            self._last_error_log = now
+            self.get_logger().error(f"leader reading not sent: {text}")
+
+    def _on_leader(self, msg: JointState) -> None:
+        # The mapping is a handful of float operations: forwarding here adds no queueing latency.
+        try:
+            goal = self.mapping.map(list(msg.name), list(msg.position))
+        except TeleopError as err:
+            self._reject(str(err))
+            return
+        timeout = float(self._param("state_timeout"))
+        age = (self.get_clock().now() - rclpy.time.Time.from_msg(msg.header.stamp)).nanoseconds * 1e-9
+        if age > timeout:
+            self._stats["stale"] += 1
+            return
+        max_rel = float(self._param("max_relative_target"))
+        with self._lock:
+            follower = self._follower
+        if max_rel > 0:
+            if follower is None or time.monotonic() - follower[0] > timeout:
+                self._stats["stale"] += 1
+                return
+            goal, clipped = clip_relative(goal, follower[1], max_rel)
+            self._stats["clipped"] += int(clipped)
+        out = JointState(name=list(self.mapping.joint_names), position=goal.tolist())
+        out.header.stamp = msg.header.stamp
+        self._commands.publish(out)
+        self._stats["forwarded"] += 1
+
+    def _publish_diagnostics(self) -> None:
+        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: teleop", hardware_id="")
+        if self._stats["forwarded"] == 0 and self._last_error:
+            status.level, status.message = DiagnosticStatus.ERROR, self._last_error
+        elif self._stats["forwarded"] == 0:
+            status.level, status.message = DiagnosticStatus.WARN, "waiting for leader/follower joint_states"
+        else:
+            status.level, status.message = DiagnosticStatus.OK, "forwarding"
+        values = {k: str(v) for k, v in self._stats.items()} | {"last_error": self._last_error}
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics.publish(array)
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    try:
+        node = LeaderTeleop()
+    except (TeleopError, CalibrationError, OSError) as err:
+        rclpy.logging.get_logger("leader_teleop").fatal(f"cannot start teleoperation: {err}")
+        rclpy.shutdown()
+        sys.exit(1)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
