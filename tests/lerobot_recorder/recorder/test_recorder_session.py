@@ -65,3 +65,32 @@ def test_live_recording_loads_in_lerobot(processes, tmp_path: Path) -> None:
         assert loaded[key].shape == decoded.shape
         assert np.abs(loaded[key].astype(np.int16) - decoded).mean() < 2.0  # same video, two decoders
     assert set(loaded["task"]) == {"pick the cube"}
+
+
+def test_push_to_hub_at_session_end_reports_failure_and_keeps_the_dataset(
+    processes, ros_env: dict[str, str], tmp_path: Path
+) -> None:
+    from recorder_helpers import CONTRACT, ros_args
+
+    from lerobot_ros.testing import venv_script
+
+    root = tmp_path / "ds"
+    start_streams(processes)
+    params = {
+        "contract": str(CONTRACT),
+        "root": str(root),
+        "task": "pick the cube",
+        "video_codec": "h264",
+        "episode_time_s": 0.5,
+        "num_episodes": 1,
+        "min_free_mb": 0.0,
+        "push_to_hub": True,
+        "repo_id": "me/demo",
+        "shutdown_when_done": True,
+    }
+    offline = {**ros_env, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # no network in tests
+    recorder = processes.start([venv_script("recorder"), *ros_args(params)], name="recorder", env=offline)
+    assert recorder.wait(60) == 1, recorder.output()[-3000:]
+    out = recorder.output()
+    assert "push to the Hub failed" in out and "me/demo" in out and f"the dataset is still at {root}" in out
+    assert DatasetReader(root).num_episodes == 1
