@@ -6,10 +6,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recorder_helpers import LOADER, REF_PYTHON, reference_load, start_recorder, start_streams, status_watcher
+from recorder_helpers import (
+    CONTRACT,
+    LOADER,
+    REF_PYTHON,
+    reference_load,
+    ros_args,
+    start_recorder,
+    start_streams,
+    status_watcher,
+)
 
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.validate import validate
+from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros
 
