@@ -80,9 +80,6 @@ def test_live_recording_loads_in_lerobot(processes, tmp_path: Path) -> None:
 def test_push_to_hub_at_session_end_reports_failure_and_keeps_the_dataset(
     processes, ros_env: dict[str, str], tmp_path: Path
 ) -> None:
-    from recorder_helpers import CONTRACT, ros_args
-
-    from lerobot_ros.testing import venv_script
 
     root = tmp_path / "ds"
     start_streams(processes)
