@@ -1,0 +1,128 @@
+"""Leader -> follower teleoperation across processes on simulated arms (fake servo buses on pseudo-terminals)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+from lerobot_drivers.arms import get_arm
+from lerobot_drivers.arms.arm import default_fake_calibration
+from lerobot_drivers.fake.arms import fake_arm_bus
+from lerobot_drivers.fake.bus import PtyServoBus
+from lerobot_drivers.motors.calibration import radians_to_ticks, save_calibration, ticks_to_radians
+from lerobot_ros.testing import venv_script
+
+pytestmark = pytest.mark.ros
+
+MAX_REL = 0.15
+
+
+class Recorder:
+    """Keeps follower joint_states and the commands the teleop node sends."""
+
+    def __init__(self, node) -> None:
+        from sensor_msgs.msg import JointState
+
+        self.lock = threading.Lock()
+        self.states: list = []
+        self.commands: list = []
+        node.create_subscription(JointState, "/follower/joint_states", lambda m: self._add(self.states, m), 50)
+        node.create_subscription(JointState, "/follower/joint_commands", lambda m: self._add(self.commands, m), 50)
+
+    def _add(self, where: list, msg) -> None:
+        with self.lock:
+            where.append((time.monotonic(), msg))
+
+    def wait(self, predicate, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                last = self.states[-1][1] if self.states else None
+            if last is not None and predicate(dict(zip(last.name, last.position, strict=True))):
+                return last
+            time.sleep(0.02)
+        raise AssertionError(f"follower never satisfied the condition; last state {last}")
+
+
+@pytest.fixture
+def arms(tmp_path, processes):
+    """Fake so101 leader and follower with their drivers; returns {role: (fake, calibration, calibration file)}."""
+    rigs, out = [], {}
+    for role, robot in (("leader", "so101_leader"), ("follower", "so101_follower")):
+        spec = get_arm(robot)
+        calibration = default_fake_calibration(spec)
+        fake = fake_arm_bus(spec, calibration)
+        pty = PtyServoBus(fake)
+        pty.start()
+        rigs.append(pty)
+        cal_file = tmp_path / f"{robot}.json"
+        save_calibration(cal_file, calibration)
+        argv = [
+            venv_script("arm_driver"), "--ros-args", "-r", f"__ns:=/{role}",
+            "-p", f"robot_type:={robot}", "-p", f"port:={pty.port}", "-p", f"calibration_file:={cal_file}",
+            "-p", "loop_rate:=50.0", "-p", "bus_timeout:=0.2",
+        ]  # fmt: skip
+        driver = processes.start(argv, name=f"driver-{role}")
+        out[role] = (fake, calibration, cal_file, driver)
+    yield out
+    processes.stop_all()
+    for pty in rigs:
+        pty.stop()
+
+
+def teleop(processes, arms, leader_type: str = "so101_leader", max_rel: float = MAX_REL):
+    argv = [
+        venv_script("leader_teleop"), "--ros-args",
+        "-p", f"leader_type:={leader_type}", "-p", "follower_type:=so101_follower",
+        "-p", f"leader_calibration:={arms['leader'][2]}", "-p", f"follower_calibration:={arms['follower'][2]}",
+        "-p", f"max_relative_target:={max_rel}",
+    ]  # fmt: skip
+    return processes.start(argv, name="teleop")
+
+
+def move_leader(arms, joint: str, radians: float) -> None:
+    fake, calibration, _, _ = arms["leader"]
+    spec = get_arm("so101_leader")
+    fake.servo(spec.joint(joint).motor_id).move_by_hand(radians_to_ticks(radians, calibration[joint], 4096))
+
+
+def test_follower_follows_the_leader_within_tolerance_and_jumps_are_clipped(arms, processes, ros_node) -> None:
+    rec = Recorder(ros_node)
+    for role in ("leader", "follower"):
+        arms[role][3].wait_for_output("active", timeout=60)
+    node = teleop(processes, arms)
+    node.wait_for_output(r"so101_leader \(/leader\) -> so101_follower \(/follower\)", timeout=60)
+    move_leader(arms, "shoulder_pan", 0.1)
+    move_leader(arms, "elbow_flex", -0.12)
+    rec.wait(lambda s: abs(s["shoulder_pan"] - 0.1) < 0.02 and abs(s["elbow_flex"] + 0.12) < 0.02)
+    # a jump of the leader: every command stays within max_relative_target of the follower's position
+    with rec.lock:
+        start = len(rec.commands)
+    move_leader(arms, "shoulder_pan", 1.0)
+    rec.wait(lambda s: abs(s["shoulder_pan"] - 1.0) < 0.03)
+    with rec.lock:
+        commands = [m for _, m in rec.commands[start:]]
+        states = [m for _, m in rec.states]
+    pans = [c.position[0] for c in commands]
+    assert any(0.2 < p < 0.9 for p in pans), "the follower was sent intermediate, clipped targets"
+    steps = [b - a for a, b in itertools.pairwise(pans)]
+    assert max(steps) <= 2 * MAX_REL + 0.05, "no command jumped the whole way"
+    follower_pan = [s.position[0] for s in states]
+    assert max(abs(b - a) for a, b in itertools.pairwise(follower_pan)) < 0.5
+    fake, calibration, _, _ = arms["follower"]
+    goal = ticks_to_radians(fake.servo(1).get("Goal_Position"), calibration["shoulder_pan"], 4096)
+    assert goal == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_leader_of_another_robot_type_is_refused_and_the_follower_does_not_move(arms, processes) -> None:
+    arms["follower"][3].wait_for_output("active", timeout=60)
+    node = teleop(processes, arms, leader_type="koch_leader")
+    node.wait_for_output(r"cannot start teleoperation: a koch_leader cannot drive a so101_follower", timeout=60)
+    assert node.wait(30) == 1
+    move_leader(arms, "shoulder_pan", 0.5)
+    time.sleep(1.0)
+    fake = arms["follower"][0]
+    assert all(fake.servo(i).get("Goal_Position") == 2048 for i in range(1, 7))
