@@ -41,6 +41,9 @@ DELAYS = (0.2, 0.8, 1.5)
 RATES = (30.0, 100.0)
 AMPLITUDE_DEG = 10.0
 FREQUENCY = 0.5
+# SCHED_FIFO priority of the command loops (ours: the executor's tick thread; baseline: its only thread), so
+# that both compete equally against the rest of the machine; 0 = normal scheduling.
+PRIORITY = 50
 RESULTS = Path(__file__).resolve().parent / "results" / "policy_executor.json"
 
 
@@ -115,6 +118,11 @@ def run_baseline(args: argparse.Namespace) -> None:
         commands.publish(msg)
 
     node.create_timer(1.0 / args.rate, tick)
+    if PRIORITY > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))
+        except OSError as err:
+            node.get_logger().warning(f"baseline keeps normal priority: {err}")
     with contextlib.suppress(KeyboardInterrupt):  # the bench stops it with SIGTERM/SIGINT
         rclpy.spin(node)
 
@@ -125,7 +133,7 @@ class Robot:
     def __init__(self, domain_id: int) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
@@ -135,7 +143,7 @@ class Robot:
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node("bench_robot", context=self.context)
         self.lock = threading.Lock()
-        self.commands: list[tuple[float, np.ndarray]] = []
+        self.commands: list[tuple[float, float, np.ndarray]] = []  # receive (monotonic), stamp (s), positions
         self.chunks: list[tuple[float, float, float]] = []  # receive (monotonic), observation stamp (s), inference
         self.diagnostics: dict[str, str] = {}
         self.recording = False
@@ -146,7 +154,7 @@ class Robot:
             self.node.create_subscription(ActionChunk, topic, self._on_chunk, qos)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.node.create_timer(0.01, self._publish_state)
-        self.executor = MultiThreadedExecutor(num_threads=3, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
@@ -164,7 +172,8 @@ class Robot:
         now = time.monotonic()
         with self.lock:
             if self.recording:
-                self.commands.append((now, np.asarray(msg.position, dtype=np.float64)))
+                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                self.commands.append((now, stamp, np.asarray(msg.position, dtype=np.float64)))
 
     def _on_chunk(self, msg: Any) -> None:
         now = time.monotonic()
@@ -180,7 +189,7 @@ class Robot:
                 with self.lock:
                     self.diagnostics = {kv.key: kv.value for kv in status.values}
 
-    def record(self, seconds: float) -> tuple[list[tuple[float, np.ndarray]], list[tuple[float, float, float]]]:
+    def record(self, seconds: float) -> tuple[list[tuple[float, float, np.ndarray]], list[tuple[float, float, float]]]:
         with self.lock:
             self.commands, self.chunks, self.recording = [], [], True
         time.sleep(seconds)
@@ -207,26 +216,32 @@ class Robot:
 
 
 def analyse(
-    commands: list[tuple[float, np.ndarray]], chunks: list[tuple[float, float, float]], rate: float
+    commands: list[tuple[float, float, np.ndarray]], chunks: list[tuple[float, float, float]], rate: float
 ) -> dict[str, Any]:
     """The metrics of the module docstring, from one recorded command stream."""
     if len(commands) < 3:
         return {"error": f"only {len(commands)} commands received"}
-    times = np.array([t for t, _ in commands])
-    positions = np.stack([p for _, p in commands])
+    times = np.array([t for t, _, _ in commands])
+    stamps = np.array([s for _, s, _ in commands])
+    positions = np.stack([p for _, _, p in commands])
     period = 1.0 / rate
     intervals = np.diff(times)
-    jitter = np.abs(intervals - period)
+    jitter = np.abs(intervals - period)  # as received: the loop, DDS and the receiver's scheduling
+    stamp_jitter = np.abs(np.diff(stamps) - period)  # the sending loop's own timing
     gaps = intervals[intervals > 1.5 * period]
     steps = np.max(np.abs(np.diff(positions, axis=0)), axis=1)
-    speeds = steps / np.maximum(intervals, 1e-3)  # a late tick makes a longer step, not a faster one
+    # By the commands' own stamps: a late tick makes a longer step, not a faster one, and transport bunching
+    # of two messages does not turn a step into a speed.
+    speeds = steps / np.maximum(np.diff(stamps), 1e-4)
     boundary = np.zeros(len(steps), dtype=bool)
     latencies = []
     for received, stamp, inference in chunks:
         after = np.searchsorted(times, received)
         if after < len(times):
             latencies.append(times[after] - stamp - inference)
-            boundary[max(after - 1, 0) : min(after + round(rate * 0.1), len(steps))] = True
+            # From two commands before the chunk is seen (its command and its chunk travel on different topics)
+            # to 0.1 s after it (the cross-fade).
+            boundary[max(after - 2, 0) : min(after + round(rate * 0.1), len(steps))] = True
     return {
         "commands": len(commands),
         "chunks": len(chunks),
@@ -235,6 +250,10 @@ def analyse(
             "p99": float(np.percentile(latencies, 99) * 1e3) if latencies else None,
         },
         "jitter_ms": {"p50": float(np.percentile(jitter, 50) * 1e3), "p99": float(np.percentile(jitter, 99) * 1e3)},
+        "stamp_jitter_ms": {
+            "p50": float(np.percentile(stamp_jitter, 50) * 1e3),
+            "p99": float(np.percentile(stamp_jitter, 99) * 1e3),
+        },
         "stream_gaps": {"count": len(gaps), "time_s": float(np.sum(gaps - period))},
         "max_boundary_step_rad": float(steps[boundary].max()) if boundary.any() else 0.0,
         "max_inner_step_rad": float(steps[~boundary].max()) if (~boundary).any() else 0.0,
@@ -261,7 +280,7 @@ def run_system(system: str, delay_factor: float, rate: float, seconds: float, wo
              "-p", f"contract:={contract}", "-p", f"inference_workers:={min(workers, 16)}", "-p", "margin:=0.1",
              "-p", "threshold:=0.0", "-p", "max_observation_age:=0.5"],
             [str(bin_dir / "action_executor"), "--ros-args", "-r", "__ns:=/follower", "-p", "output:=joint_commands",
-             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5"],
+             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5", "-p", f"thread_priority:={PRIORITY}"],
         ]  # fmt: skip
     else:
         argvs = [[sys.executable, __file__, "--baseline", "--delay", str(delay), "--rate", str(rate)]]
@@ -329,6 +348,8 @@ def main() -> None:
                         "latency_p50": ratio(base["latency_ms"]["p50"], ours["latency_ms"]["p50"]),
                         "latency_p99": ratio(base["latency_ms"]["p99"], ours["latency_ms"]["p99"]),
                         "jitter_p99": ratio(base["jitter_ms"]["p99"], ours["jitter_ms"]["p99"]),
+                        "stamp_jitter_p99": ratio(base["stamp_jitter_ms"]["p99"], ours["stamp_jitter_ms"]["p99"]),
+                        "stream_gap_time": ratio(base["stream_gaps"]["time_s"], ours["stream_gaps"]["time_s"]),
                         "max_boundary_step": ratio(base["max_boundary_step_rad"], ours["max_boundary_step_rad"]),
                         "max_boundary_speed": ratio(base["max_boundary_speed_rad_s"], ours["max_boundary_speed_rad_s"]),
                     }

@@ -16,6 +16,9 @@ and tick jitter go to /diagnostics.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -27,7 +30,7 @@ from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -59,7 +62,12 @@ DEFAULT_TOPICS = {
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
-RUNTIME_PARAMETERS = ("max_velocity", "crossfade_time", "ensemble_coeff")
+# Parameters that change the running executor -> ExecutorConfig field.
+RUNTIME_PARAMETERS = {
+    "max_velocity": "max_velocity",
+    "crossfade_time": "crossfade_s",
+    "ensemble_coeff": "ensemble_coeff",
+}
 
 
 def _duration(ns: int) -> Duration:
@@ -127,14 +135,34 @@ class ExecutorNode(LifecycleNode):
             self, "on_starvation", "hold", "past the end of the plan", read_only=True, choices=tuple(StarvationMode)
         )
         declare(self, "deceleration_time", 0.2, "stop time when decelerating (s)", read_only=True, low=0, high=10)
+        declare(
+            self,
+            "thread_priority",
+            0,
+            "SCHED_FIFO priority of the tick thread (1-99, needs CAP_SYS_NICE or an rtprio limit); 0 = normal",
+            read_only=True,
+            low=0,
+            high=99,
+        )
         declare(self, "start_enabled", True, "accept chunks from the start (else wait for ~/enable)", read_only=True)
         declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
         declare(self, "diagnostics_period", 1.0, "seconds between /diagnostics", read_only=True, low=0.05, high=60)
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Joints and limits only while unconfigured; blending and max velocity apply to the running executor."""
+        changes: dict[str, float] = {}
         for param in params:
             if param.name in ("joint_names", "joint_limits_lower", "joint_limits_upper") and self._executor is not None:
                 return SetParametersResult(successful=False, reason=f"{param.name} can only change while unconfigured")
+            if param.name in RUNTIME_PARAMETERS:
+                changes[RUNTIME_PARAMETERS[param.name]] = float(param.value)
+        if changes and self._executor is not None:
+            try:
+                config = dataclasses.replace(self._executor.config, **changes)
+            except PolicyConfigError as err:
+                return SetParametersResult(successful=False, reason=str(err))
+            with self._lock:
+                self._executor.config = config
         return SetParametersResult(successful=True)
 
     def _config(self, joint_names: tuple[str, ...]) -> ExecutorConfig:
@@ -297,7 +325,19 @@ class ExecutorNode(LifecycleNode):
         if self._executor.output is None and all(j in self._measured for j in self._joint_names):
             self._executor.reset([self._measured[j] for j in self._joint_names], now)
 
+    def _raise_priority(self) -> None:
+        priority = int(self._param("thread_priority"))
+        if priority <= 0:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread
+        except (OSError, AttributeError) as err:
+            self.get_logger().warning(f"tick thread keeps normal priority: SCHED_FIFO {priority} refused ({err})")
+        else:
+            self.get_logger().info(f"tick thread runs SCHED_FIFO priority {priority}")
+
     def _loop(self) -> None:
+        self._raise_priority()
         period = 1.0 / float(self._param("rate"))
         deadline = time.monotonic()
         last_tick: float | None = None
@@ -417,9 +457,11 @@ def main(args: list[str] | None = None) -> None:
     from lerobot_ros.dds import apply_ros_environment
 
     apply_ros_environment()
+    # The tick thread must get the GIL back quickly from the spinning thread: 1 ms instead of Python's 5 ms.
+    sys.setswitchinterval(0.001)
     rclpy.init(args=args)
     node = ExecutorNode()
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = SingleThreadedExecutor()  # callbacks only store input; the tick thread does the work
     executor.add_node(node)
     try:
         if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:

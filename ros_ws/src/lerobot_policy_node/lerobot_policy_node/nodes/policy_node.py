@@ -15,6 +15,7 @@ after activation is a warm-up (measured, not published) unless `warmup` is false
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -24,8 +25,10 @@ from typing import Any
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 
@@ -44,6 +47,13 @@ from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_recorder.contract import Contract, ContractError
 from lerobot_ros.message_conversion import import_message_type
 
+# Parameters that change the running scheduler -> SchedulerConfig field.
+SCHEDULER_PARAMETERS = {
+    "threshold": "threshold",
+    "margin": "margin_s",
+    "max_observation_age": "max_observation_age_s",
+    "future_tolerance": "future_tolerance_s",
+}
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STATUS_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 VECTOR_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -56,8 +66,10 @@ class PolicyNode(LifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("policy", **kwargs)
         self._declare_parameters()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._new_message = threading.Event()
         self._dispatcher: threading.Thread | None = None
         self._workers: ThreadPoolExecutor | None = None
         self._policy: ChunkPolicy | None = None
@@ -79,6 +91,18 @@ class PolicyNode(LifecycleNode):
         self._status_timer = self.create_timer(1.0, self._publish_status)
         self._publish_status()
 
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Scheduling and freshness parameters apply to the running node; the others are read-only."""
+        changes = {SCHEDULER_PARAMETERS[p.name]: float(p.value) for p in params if p.name in SCHEDULER_PARAMETERS}
+        if changes and self._scheduler is not None:
+            try:
+                config = dataclasses.replace(self._scheduler.config, **changes)
+            except PolicyConfigError as err:
+                return SetParametersResult(successful=False, reason=str(err))
+            with self._lock:
+                self._scheduler.config = config
+        return SetParametersResult(successful=True)
+
     def _param(self, name: str) -> Any:
         return self.get_parameter(name).value
 
@@ -99,7 +123,15 @@ class PolicyNode(LifecycleNode):
         declare(self, "margin", 0.03, "slack added to the expected inference time (s)", low=0.0, high=10.0)
         declare(self, "max_observation_age", 0.2, "observations older than this are not used (s)", low=0.001, high=60)
         declare(self, "future_tolerance", 0.05, "stamps this far ahead of the clock are accepted (s)", low=0, high=10)
-        declare(self, "observation_latency", 0.01, "wait this long for late samples of a frame (s)", low=0, high=1)
+        declare(
+            self,
+            "observation_latency",
+            0.01,
+            "wait this long for late samples of a frame (s)",
+            read_only=True,
+            low=0,
+            high=1,
+        )
         declare(self, "inference_workers", 1, "inferences that may overlap", read_only=True, low=1, high=16)
         declare(self, "warmup", True, "run (and time) one unpublished inference before publishing", read_only=True)
         declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
@@ -180,6 +212,7 @@ class PolicyNode(LifecycleNode):
             with self._lock:
                 if self._assembler is not None:
                     self._assembler.push(topic, msg, stamp, receive)
+            self._new_message.set()
 
         return on_message
 
@@ -229,7 +262,11 @@ class PolicyNode(LifecycleNode):
         assert self._assembler is not None and self._scheduler is not None and self._workers is not None
         workers = int(self._param("inference_workers"))
         last_jumps = 0
-        while not self._stop.wait(0.002):
+        pause = 0.0
+        while not self._stop.wait(pause):
+            self._new_message.wait(self._idle_wait(pause))
+            self._new_message.clear()
+            pause = 0.0
             now = int(self.get_clock().now().nanoseconds)
             with self._lock:
                 self._assembler.poll(now)
@@ -239,13 +276,16 @@ class PolicyNode(LifecycleNode):
                     self._note(self._assembler.stats.last_problem)
                 frame = self._assembler.newest()
                 if not self._scheduler.should_start(now, 1 if not self._warm else workers):
+                    start = self._scheduler.start_at_ns()
+                    # Due but every worker busy: look again soon; else sleep until due (capped).
+                    pause = 0.005 if start is None or start <= now else min((start - now) / NS, 0.05)
                     continue
                 if frame is None:
                     self._note_waiting(now)
                     continue
                 verdict = self._scheduler.check_observation(frame.time_ns, now)
                 if verdict is ObservationVerdict.ALREADY_USED:
-                    continue
+                    continue  # wait for the next message
                 if verdict is not ObservationVerdict.OK:
                     self._stale += 1
                     age = (now - frame.time_ns) / NS
@@ -263,6 +303,11 @@ class PolicyNode(LifecycleNode):
             publish = self._warm  # the first inference after activation is the warm-up
             self._warm = True
             self._workers.submit(self._infer, frame.time_ns, observation, publish)
+
+    @staticmethod
+    def _idle_wait(pause: float) -> float:
+        """How long to wait for a message: not at all after a timed pause, else until one arrives (capped)."""
+        return 0.0 if pause > 0 else 0.05
 
     def _note_waiting(self, now: int) -> None:
         assert self._assembler is not None
