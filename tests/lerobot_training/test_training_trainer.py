@@ -49,12 +49,12 @@ def mean_train_loss(trainer: Trainer) -> float:
 
 
 @pytest.mark.parametrize(
-    ("policy", "inputs", "steps"),
-    [("act", None, 60), ("diffusion", VECTOR_INPUTS, 200)],
-    ids=["act-camera", "diffusion"],
+    ("policy", "inputs", "steps", "ratio"),
+    [("act", VECTOR_INPUTS, 100, 0.6), ("act", None, 25, 0.8), ("diffusion", VECTOR_INPUTS, 200, 0.6)],
+    ids=["act", "act-camera", "diffusion"],
 )
 def test_loss_goes_down_when_overfitting_a_few_episodes(
-    tiny_dataset: Path, tmp_path: Path, policy: str, inputs: list[str] | None, steps: int
+    tiny_dataset: Path, tmp_path: Path, policy: str, inputs: list[str] | None, steps: int, ratio: float
 ) -> None:
     overrides = {**TINY[policy], "kl_weight": 1.0} if policy == "act" else TINY[policy]
     lr = 1e-3 if policy == "act" else 3e-3
@@ -65,7 +65,7 @@ def test_loss_goes_down_when_overfitting_a_few_episodes(
     before = mean_train_loss(trainer)
     trainer.train()
     after = mean_train_loss(trainer)
-    assert after < 0.6 * before, (before, after)
+    assert after < ratio * before, (before, after)
 
 
 @pytest.mark.parametrize("policy", ["act", "diffusion"])
@@ -284,3 +284,18 @@ def test_sim_evaluation_gets_the_dataset_contract_and_a_failure_does_not_stop_tr
         "sim evaluation at step 4 failed: TimeoutError: no observation within 10 s; is the sim bridge running?",
     ]
     assert (tmp_path / "run" / "checkpoints" / "last").exists()
+
+
+def test_worker_processes_give_the_same_training_as_the_main_process(tiny_dataset: Path, tmp_path: Path) -> None:
+    settings: dict[str, Any] = {
+        "steps": 2,
+        "augment": True,
+        "val_fraction": 0.0,
+        "policy_overrides": {**TINY["act"], "dropout": 0.0},
+    }
+    main = Trainer(config(tiny_dataset, tmp_path / "main", num_workers=0, **settings))
+    main.train()
+    workers = Trainer(config(tiny_dataset, tmp_path / "workers", num_workers=2, **settings))
+    workers.train()
+    for key, value in main.policy.state_dict().items():
+        assert torch.equal(value, workers.policy.state_dict()[key]), key
