@@ -1,0 +1,101 @@
+"""Lifecycle transitions and parameter validation of both nodes, in-process (no other processes)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.parameter import Parameter
+
+JOINTS = ["a", "b"]
+
+
+@pytest.fixture
+def context(ros_domain):
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=ros_domain)
+    yield ctx
+    ctx.try_shutdown()
+
+
+def make_executor(context, **params):
+    from lerobot_policy_node.nodes.executor_node import ExecutorNode
+
+    overrides = [Parameter(k, value=v) for k, v in {"autostart": False, **params}.items()]
+    return ExecutorNode(context=context, parameter_overrides=overrides)
+
+
+def test_executor_configure_checks_choices_and_limits(context):
+    bad = make_executor(context, output="joint_velocities")
+    assert bad.trigger_configure() == TransitionCallbackReturn.FAILURE
+    bad.destroy_node()
+    crossed = make_executor(context, joint_names=JOINTS, joint_limits_lower=[1.0, 1.0], joint_limits_upper=[0.0, 2.0])
+    assert crossed.trigger_configure() == TransitionCallbackReturn.FAILURE
+    crossed.destroy_node()
+
+
+def test_executor_parameters_apply_at_runtime_or_are_refused(context):
+    node = make_executor(context, joint_names=JOINTS, output="joint_commands")
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    result = node.set_parameters([Parameter("max_velocity", value=2.5)])[0]
+    assert result.successful and node._executor.config.max_velocity == 2.5
+    result = node.set_parameters([Parameter("joint_limits_lower", value=[-1.0, -1.0])])[0]
+    assert not result.successful and "unconfigured" in result.reason
+    result = node.set_parameters([Parameter("max_velocity", value=-1.0)])[0]
+    assert not result.successful  # outside the descriptor's range
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    assert node._executor is None
+    node.destroy_node()
+
+
+def test_policy_node_configure_fails_with_the_reason(context, tmp_path):
+    from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+    contract = tmp_path / "c.yaml"
+    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
+    contract.write_text(
+        yaml.safe_dump({"robot_type": "x", "fps": 30, "features": {"action": {**feature, "topic": "/r/cmd"}}})
+    )
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("checkpoint", value="scripted"),
+        Parameter("contract", value=str(contract)),
+    ]
+    node = PolicyNode(context=context, parameter_overrides=overrides)
+    assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    assert node._state == "error" and "observation.state" in node._message
+    node.destroy_node()
+    missing = [Parameter("autostart", value=False), Parameter("checkpoint", value=str(tmp_path / "none"))]
+    node = PolicyNode(context=context, parameter_overrides=missing)
+    assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    assert "neither a directory nor a Hub repo id" in node._message
+    node.destroy_node()
+
+
+def test_policy_node_runtime_threshold_and_transitions(context, tmp_path):
+    from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+    contract = tmp_path / "c.yaml"
+    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
+    features = {"action": {**feature, "topic": "/r/cmd"}, "observation.state": {**feature, "topic": "/r/js"}}
+    contract.write_text(yaml.safe_dump({"robot_type": "x", "fps": 30, "features": features}))
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("checkpoint", value="scripted:horizon=4"),
+        Parameter("contract", value=str(contract)),
+    ]
+    node = PolicyNode(context=context, parameter_overrides=overrides)
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node.set_parameters([Parameter("threshold", value=0.8)])[0].successful
+    assert node._scheduler.config.threshold == 0.8
+    assert not node.set_parameters([Parameter("checkpoint", value="other")])[0].successful  # read-only
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    assert node._state == "active"
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    assert node._state == "unconfigured"
+    node.destroy_node()
