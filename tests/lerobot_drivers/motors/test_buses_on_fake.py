@@ -20,7 +20,7 @@ def feetech():
         make_servos("feetech", [(i + 1, STS3215) for i in range(6)], positions=[1000 + 100 * i for i in range(6)]),
     )
     with PtyServoBus(fake) as pty:
-        bus = FeetechBus(pty.port, {n: Motor(i + 1, "sts3215") for i, n in enumerate(NAMES)}, retries=1)
+        bus = FeetechBus(pty.port, {n: Motor(i + 1, "sts3215") for i, n in enumerate(NAMES)}, timeout_s=0.2, retries=1)
         bus.open()
         yield fake, pty, bus
         bus.close()

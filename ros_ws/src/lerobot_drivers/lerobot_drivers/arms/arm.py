@@ -48,7 +48,7 @@ class ArmState:
 
 
 def make_bus(
-    spec: ArmSpec, port: str, *, baudrate: int | None = None, timeout_s: float = 0.02, retries: int = 2
+    spec: ArmSpec, port: str, *, baudrate: int | None = None, timeout_s: float = 0.05, retries: int = 2
 ) -> MotorBus:
     """The bus of `spec`'s family with its motors."""
     bus_class = FeetechBus if spec.family == "feetech" else DynamixelBus

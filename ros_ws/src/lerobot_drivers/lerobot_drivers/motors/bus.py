@@ -77,7 +77,7 @@ class MotorBus(abc.ABC):
         motors: Mapping[str, Motor],
         *,
         baudrate: int = 1_000_000,
-        timeout_s: float = 0.02,
+        timeout_s: float = 0.05,
         retries: int = 2,
     ) -> None:
         for name, motor in motors.items():
@@ -193,7 +193,11 @@ class MotorBus(abc.ABC):
         Raises MotorSetupError listing every problem at once: missing ids (with what answered instead, and
         at which baud rate the motors answer when none answers at the configured one) and wrong models.
         """
-        found = self.scan(m.id for m in self.motors.values())
+        found = {}
+        for motor in self.motors.values():
+            model_number = self.ping(motor.id)  # with the bus's retries: a lost reply is not a missing motor
+            if model_number is not None:
+                found[motor.id] = model_number
         if not found:
             raise MotorSetupError(self._nothing_answers_message())
         problems = []
@@ -232,14 +236,19 @@ class MotorBus(abc.ABC):
         configured = self.baudrate
         rates = sorted({rate for m in self.motors.values() for rate in self.models[m.model].baudrates}, reverse=True)
         answering_at = None
-        for rate in rates:
-            if rate == configured:
-                continue
-            self.set_baudrate(rate)
-            if self.scan(ids[:2]):
-                answering_at = rate
-                break
-        self.set_baudrate(configured)
+        # A diagnosis, not the control path: give slow replies time and a second chance.
+        timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, 0.1)
+        try:
+            for rate in rates:
+                if rate == configured:
+                    continue
+                self.set_baudrate(rate)
+                if any(self.ping(motor_id, retries=2) is not None for motor_id in ids[:2]):
+                    answering_at = rate
+                    break
+        finally:
+            self.timeout_s = timeout
+            self.set_baudrate(configured)
         if answering_at is not None:
             return (
                 f"no motor answered on {self.port} at {configured} baud, but motors answer at {answering_at} baud;"

@@ -159,7 +159,11 @@ class ArmDriver(LifecycleNode):
                 type=ParameterType.PARAMETER_DOUBLE_ARRAY,
             ),
         )
-        self.declare_parameter("bus_timeout", 0.02, desc("reply timeout beyond wire time (s)", read_only=True))
+        self.declare_parameter(
+            "bus_timeout",
+            0.05,
+            desc("reply timeout beyond wire time (s); USB adapters add their latency timer", read_only=True),
+        )
         self.declare_parameter(
             "bus_retries",
             2,
@@ -432,6 +436,11 @@ class ArmDriver(LifecycleNode):
                 self._stats.last_bus_error = str(err)
                 level = "holding" if self._stats.consecutive_failures >= hold_after else "retrying"
                 self.get_logger().warning(f"bus error ({level}): {err}", throttle_duration_sec=1.0)
+            except Exception as err:
+                # Not a bus fault: stop driving and say so on /diagnostics rather than die silently.
+                self.get_logger().error(f"control loop failed:\n{traceback.format_exc()}")
+                self._fail(f"control loop failed: {err!r}")
+                return
             self._stats.cycles += 1
             with self._stats_lock:
                 self._stats.cycle_times.append(time.perf_counter() - start)

@@ -55,7 +55,7 @@ class DynamixelBus(MotorBus):
         motors: Mapping[str, Motor],
         *,
         baudrate: int = 1_000_000,
-        timeout_s: float = 0.02,
+        timeout_s: float = 0.05,
         retries: int = 2,
     ) -> None:
         super().__init__(port, motors, baudrate=baudrate, timeout_s=timeout_s, retries=retries)

@@ -34,7 +34,7 @@ class FeetechBus(MotorBus):
         motors: Mapping[str, Motor],
         *,
         baudrate: int = 1_000_000,
-        timeout_s: float = 0.02,
+        timeout_s: float = 0.05,
         retries: int = 2,
     ) -> None:
         super().__init__(port, motors, baudrate=baudrate, timeout_s=timeout_s, retries=retries)
@@ -101,8 +101,8 @@ class FeetechBus(MotorBus):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            port.timeout = remaining
             try:
+                port.timeout = remaining  # reconfigures the port: fails too when the device is gone
                 chunk = port.read(max(1, total - received))
             except (serial.SerialException, OSError, termios.error) as err:
                 raise DisconnectedError(f"{self.port}: read failed ({err}); is the adapter still plugged in?") from None
