@@ -245,6 +245,8 @@ def test_cli_errors_name_the_problem(tiny_dataset: Path, tmp_path: Path) -> None
                  "--feature", "observation.images.top"])  # fmt: skip
     with pytest.raises(CommandError, match="does not exist"):
         run_cli(["--out", str(tmp_path / "none"), "--resume"])
+    with pytest.raises(CommandError, match=r"holds no LeRobot dataset"):
+        run_cli(["--dataset", str(tmp_path / "nothing"), "--policy", "act", "--out", str(tmp_path / "w")])
 
 
 def test_train_is_a_registered_lerobot_ros_command() -> None:

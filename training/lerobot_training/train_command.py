@@ -108,6 +108,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from lerobot_recorder.dataset import DatasetError
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import TrainConfig, Trainer
 
@@ -136,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
                 **given,
             )
         final = Trainer(config, resume=args.resume, write=print).train()
-    except TrainingError as err:
+    except (TrainingError, DatasetError) as err:
         raise CommandError(str(err)) from None
     except (ValueError, TypeError) as err:
         raise CommandError(f"invalid training settings: {err}") from None
