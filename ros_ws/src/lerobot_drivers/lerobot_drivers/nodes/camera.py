@@ -40,8 +40,8 @@ def _desc(text: str, read_only: bool = False, **kwargs: Any) -> ParameterDescrip
 class CameraNode(LifecycleNode):
     """See the module docstring."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__("camera", **kwargs)
+    def __init__(self, node_name: str = "camera", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
         d = self.declare_parameter
         d("device", "", _desc("index (0), path (/dev/video0, a video file) or synthetic[:presence file]", True))
         d("width", 0, _desc("frame width; 0 = the device's default", True))

@@ -10,6 +10,7 @@ sent, so the follower driver holds (its own `command_timeout`).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -50,6 +51,7 @@ class LeaderTeleop(Node):
         d("follower_namespace", "/follower", "namespace of the follower driver")
         d("max_relative_target", 0.0, "max distance (rad) of a target from the follower's position; 0 = off", False)
         d("state_timeout", 0.5, "leader/follower states older than this (s) are stale: nothing is sent")
+        d("calibration_wait", 0.0, "wait this long (s) for the calibration files to appear (fake hardware)")
         p = self._param
         leader, follower = check_pair(p("leader_type"), p("follower_type"))
         calibrations = []
@@ -58,6 +60,9 @@ class LeaderTeleop(Node):
             if not path:
                 raise TeleopError(f"{role}_calibration is not set: give the {spec.robot_type}'s calibration JSON")
             check_calibration_location(path, spec.robot_type, spec.calibration_kind)
+            deadline = time.monotonic() + float(p("calibration_wait"))
+            while not os.path.exists(path) and time.monotonic() < deadline:
+                time.sleep(0.1)
             calibrations.append(load_calibration(path))
         self.mapping = LeaderFollowerMap(leader, follower, calibrations[0], calibrations[1])
         self._lock = threading.Lock()

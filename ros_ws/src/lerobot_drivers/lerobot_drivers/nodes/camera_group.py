@@ -1,0 +1,102 @@
+"""Every camera of a robot config in one process: one `camera` lifecycle node per entry.
+
+The robot config (`config/robots/*.yaml`, a ROS 2 parameters file) lists the cameras under this node:
+
+    /cameras/camera_group:
+      ros__parameters:
+        names: [front, wrist]
+        front: {device: /dev/video0, width: 640, height: 480, fps: 30.0, fourcc: MJPG}
+        wrist: {device: /dev/video2, width: 640, height: 480, fps: 30.0}
+
+Camera `front` becomes node `/cameras/front/camera` publishing `/cameras/front/image_raw` etc. With
+`synthetic: true` every camera is the synthetic counter pattern at its configured size and rate (no device).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from lerobot_drivers.nodes.camera import CameraNode
+
+# per-camera settings taken from the config and their defaults (the camera node's parameters)
+CAMERA_SETTINGS: dict[str, Any] = {
+    "device": "",
+    "width": 0,
+    "height": 0,
+    "fps": 0.0,
+    "fourcc": "",
+    "exposure": -1.0,
+    "publish_raw": True,
+    "publish_compressed": False,
+    "jpeg_quality": 90,
+}
+
+
+class CameraGroup(Node):
+    """Reads the camera list; `cameras()` builds the camera nodes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("camera_group", **kwargs)
+        ro = ParameterDescriptor(read_only=True)
+        self.declare_parameter("names", Parameter.Type.STRING_ARRAY, ParameterDescriptor(read_only=True))
+        self.declare_parameter("synthetic", False, ro)
+        names_param = self.get_parameter("names")
+        self.names: list[str] = [] if names_param.type_ == Parameter.Type.NOT_SET else list(names_param.value)
+        self.settings: dict[str, dict[str, Any]] = {}
+        for name in self.names:
+            self.settings[name] = {
+                key: self.declare_parameter(f"{name}.{key}", default, ro).value
+                for key, default in CAMERA_SETTINGS.items()
+            }
+            if bool(self.get_parameter("synthetic").value):
+                self.settings[name]["device"] = "synthetic"
+                self.settings[name]["fourcc"] = ""
+
+    def cameras(self) -> list[CameraNode]:
+        """One camera node per configured camera, in namespace `/cameras/<name>`."""
+        nodes = []
+        for name, settings in self.settings.items():
+            overrides = [Parameter(k, value=v) for k, v in settings.items()]
+            nodes.append(
+                CameraNode(namespace=f"/cameras/{name}", parameter_overrides=overrides, use_global_arguments=False)
+            )
+        return nodes
+
+
+def main(args: list[str] | None = None) -> None:
+    from lerobot_ros.dds import apply_ros_environment
+
+    apply_ros_environment()
+    rclpy.init(args=args)
+    group = CameraGroup()
+    if not group.names:
+        group.get_logger().warning("no cameras configured (parameter `names` is empty)")
+    cameras = group.cameras()
+    executor = MultiThreadedExecutor()
+    executor.add_node(group)
+    try:
+        for camera in cameras:
+            executor.add_node(camera)
+            if camera.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                camera.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        for camera in cameras:
+            camera.release()
+            camera.destroy_node()
+        group.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()
