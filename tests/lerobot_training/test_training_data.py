@@ -94,6 +94,8 @@ def test_split_is_by_episode_seeded_and_disjoint() -> None:
     assert split_episodes(10, 0.2, seed=7) == (train, val)
     assert split_episodes(10, 0.2, seed=8) != (train, val)
     assert split_episodes(1, 0.5, seed=0) == ([0], [])
+    assert len(split_episodes(4, 0.1, seed=0)[1]) == 1  # a small dataset still gets a validation episode
+    assert split_episodes(4, 0.0, seed=0) == ([0, 1, 2, 3], [])
 
 
 def test_normalisation_statistics_come_from_training_episodes_only(tiny_dataset: Path) -> None:

@@ -91,12 +91,13 @@ def check_dataset_matches(reader: Any, config: PolicyConfig) -> None:
 
 
 def split_episodes(num_episodes: int, val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(train, val) episode indices; val gets round(fraction * n) episodes, train at least one."""
+    """(train, val) episode indices: round(fraction * n) validation episodes, but at least one when the fraction
+    is positive and there are two episodes or more; training keeps at least one."""
     if num_episodes < 1:
         raise FeatureMismatchError("the dataset has no episodes to train on")
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    n_val = min(round(val_fraction * num_episodes), num_episodes - 1)
+    n_val = min(max(1, round(val_fraction * num_episodes)) if val_fraction > 0 else 0, num_episodes - 1)
     order = np.random.default_rng(seed).permutation(num_episodes)
     return sorted(int(i) for i in order[n_val:]), sorted(int(i) for i in order[:n_val])
 
