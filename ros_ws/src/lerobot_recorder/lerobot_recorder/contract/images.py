@@ -44,9 +44,12 @@ def decode_color(msg: Any, msgtype: str) -> UInt8Image:
             f"{', '.join(DEPTH_ENCODINGS)} with `dtype: depth`)"
         )
     try:
-        return images.decode_compressed(msg) if msgtype == COMPRESSED_IMAGE_TYPE else images.image_to_rgb(msg)
+        rgb: UInt8Image = (
+            images.decode_compressed(msg) if msgtype == COMPRESSED_IMAGE_TYPE else images.image_to_rgb(msg)
+        )
     except images.ImageConversionError as err:
         raise MessageMismatchError(str(err)) from None
+    return rgb
 
 
 def decode_depth(msg: Any, msgtype: str, scale_m: float) -> FloatImage:
@@ -60,9 +63,10 @@ def decode_depth(msg: Any, msgtype: str, scale_m: float) -> FloatImage:
         depth = images.image_to_array(msg)
     except images.ImageConversionError as err:
         raise MessageMismatchError(str(err)) from None
-    if encoding == "32FC1":
-        return depth.astype(np.float32, copy=False)
-    return (depth.astype(np.float32) * np.float32(scale_m)).astype(np.float32)
+    metres: FloatImage = depth.astype(np.float32, copy=False)
+    if encoding != "32FC1":
+        metres = (metres * np.float32(scale_m)).astype(np.float32)
+    return metres
 
 
 def encode_image(rgb: UInt8Image, encoding: str = "rgb8") -> tuple[int, int, str, int, npt.NDArray[np.uint8]]:

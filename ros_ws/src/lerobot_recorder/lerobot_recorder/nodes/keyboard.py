@@ -10,13 +10,9 @@ is needed: keys are read from the terminal, not from a global keyboard hook.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import sys
-import termios
-import tty
-from collections.abc import Iterator
 from typing import Any
 
 import rclpy
@@ -25,9 +21,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from lerobot_recorder.recorder.keys import HELP, Control, KeyDecoder
+from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, KeyDecoder, cbreak
 
-SERVICES = {Control.NEXT: "next_episode", Control.RERECORD: "rerecord_episode", Control.STOP: "stop_recording"}
 ESC_TIMEOUT_S = 0.05
 
 
@@ -58,20 +53,6 @@ class RecordKeyboard(Node):
             self.get_logger().info(f"{control.value}: {reply.message}")
 
         return done
-
-
-@contextlib.contextmanager
-def cbreak(fd: int) -> Iterator[None]:
-    """Keys arrive one by one without echo; the terminal is restored afterwards."""
-    saved = termios.tcgetattr(fd)
-    try:
-        tty.setcbreak(fd)
-        attrs = termios.tcgetattr(fd)
-        attrs[3] &= ~termios.ECHO
-        termios.tcsetattr(fd, termios.TCSANOW, attrs)
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def run(node: RecordKeyboard, fd: int) -> None:

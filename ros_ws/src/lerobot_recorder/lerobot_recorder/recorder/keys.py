@@ -7,7 +7,11 @@ key only once no sequence follows it: `flush` turns a pending ESC into Esc after
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import termios
+import tty
+from collections.abc import Iterator
 
 
 class Control(enum.Enum):
@@ -21,6 +25,8 @@ class Control(enum.Enum):
 ESC = 0x1B
 SEQUENCES = {b"[C": Control.NEXT, b"OC": Control.NEXT, b"[D": Control.RERECORD, b"OD": Control.RERECORD}
 LETTERS = {ord("n"): Control.NEXT, ord("r"): Control.RERECORD, ord("q"): Control.STOP}
+# the recorder's std_srvs/Trigger services (relative to the recorder node) for each control
+SERVICES = {Control.NEXT: "next_episode", Control.RERECORD: "rerecord_episode", Control.STOP: "stop_recording"}
 HELP = "right arrow / n: save episode (or end the reset) | left arrow / r: re-record episode | Esc / q: stop"
 
 
@@ -72,3 +78,17 @@ class KeyDecoder:
             return [Control.STOP]
         self._pending.clear()
         return []
+
+
+@contextlib.contextmanager
+def cbreak(fd: int) -> Iterator[None]:
+    """Keys arrive one by one without echo; the terminal is restored afterwards."""
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        attrs = termios.tcgetattr(fd)
+        attrs[3] &= ~termios.ECHO
+        termios.tcsetattr(fd, termios.TCSANOW, attrs)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
