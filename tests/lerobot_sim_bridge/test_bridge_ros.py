@@ -198,7 +198,7 @@ def test_reset_is_deterministic_for_a_seed(processes, sim_env, ros_node):
     assert success.success is False and "not (yet) successful" in success.message
 
 
-def run_expert_episodes(processes, sim_env, ros_node, run, episodes=2):
+def run_expert_episodes(processes, sim_env, ros_node, run, episodes=1):
     states = Recorder(ros_node, JointState, f"{NS}/{topics.JOINT_STATES}")
     bridge = start_bridge(processes, sim_env, name=f"bridge-{run}", mode="lockstep", seed=0)
     expert = processes.start(
@@ -224,13 +224,13 @@ def run_expert_episodes(processes, sim_env, ros_node, run, episodes=2):
 
 def test_lockstep_with_the_expert_is_deterministic_and_succeeds(processes, sim_env, ros_node):
     first, successes, log = run_expert_episodes(processes, sim_env, ros_node, run=1)
-    assert successes == 2, log
+    assert successes == 1, log
     second, successes_again, _ = run_expert_episodes(processes, sim_env, ros_node, run=2)
-    assert successes_again == 2
+    assert successes_again == 1
     common = sorted(set(first) & set(second))
-    # Same stamps, same joint positions, step for step (both runs have about 280 steps; a probe slowed down
+    # Same stamps, same joint positions, step for step (both runs have about 140 steps; a probe slowed down
     # by a busy machine may miss some of them, which is not what this test is about).
-    assert len(common) > 140 and len(common) >= 0.5 * max(len(first), len(second))
+    assert len(common) > 70 and len(common) >= 0.5 * max(len(first), len(second))
     assert all(first[t] == second[t] for t in common)
 
 

@@ -27,7 +27,7 @@ def test_sim_launch_resolves_to_the_bridge_console_script(processes, sim_env):
 
 
 @pytest.mark.ros
-def test_sim_teleop_launch_runs_expert_episodes_and_stops(processes, sim_env, tmp_path):
+def test_sim_teleop_launch_runs_an_expert_episode_and_stops(processes, sim_env, tmp_path):
     launcher = processes.start(
         [
             venv_script("lerobot-ros"),
@@ -36,11 +36,11 @@ def test_sim_teleop_launch_runs_expert_episodes_and_stops(processes, sim_env, tm
             str(tmp_path / "launch_logs"),
             str(REPO / "launch/sim_teleop.launch.yaml"),
             "mode:=lockstep",
-            "episodes:=2",
+            "episodes:=1",
             "cameras:=front:64x48",
         ],
         env=sim_env,
     )
-    launcher.wait_for_output(r"scripted expert done: 2/2 episodes successful", timeout=180)
+    launcher.wait_for_output(r"scripted expert done: 1/1 episodes successful", timeout=180)
     # The expert is required (on_exit: shutdown): when it is done, the launch stops the bridge and exits 0.
     assert launcher.wait(timeout=60) == 0, launcher.output()
