@@ -323,6 +323,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="recorded seconds per configuration")
     parser.add_argument("--quick", action="store_true", help="100 Hz and 0.2x only")
+    parser.add_argument("--rates", type=float, nargs="+", default=list(RATES), help="control rates (Hz)")
+    parser.add_argument("--delays", type=float, nargs="+", default=list(DELAYS), help="inference x chunk duration")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="result JSON")
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--delay", type=float, default=0.2, help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
@@ -333,8 +336,8 @@ def main() -> None:
     import tempfile
 
     results: list[dict[str, Any]] = []
-    rates = (100.0,) if args.quick else RATES
-    delays = (0.2,) if args.quick else DELAYS
+    rates = (100.0,) if args.quick else tuple(args.rates)
+    delays = (0.2,) if args.quick else tuple(args.delays)
     with tempfile.TemporaryDirectory() as tmp:
         for rate in rates:
             for factor in delays:
@@ -363,9 +366,9 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_at_end": load},
         "results": results,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":
