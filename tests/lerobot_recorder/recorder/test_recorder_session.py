@@ -10,6 +10,7 @@ from recorder_helpers import (
     CONTRACT,
     LOADER,
     REF_PYTHON,
+    REPO_ROOT,
     reference_load,
     ros_args,
     start_recorder,
@@ -24,15 +25,29 @@ from lerobot_ros.testing import venv_script
 pytestmark = pytest.mark.ros
 
 
-def test_session_records_episodes_that_validate_and_load_in_lerobot(processes, ros_node, tmp_path: Path) -> None:
+def test_session_records_episodes_that_validate(processes, ros_node, tmp_path: Path) -> None:
     root = tmp_path / "ds"
     watcher = status_watcher(ros_node)
-    start_streams(processes)
-    recorder = start_recorder(
-        processes, root, num_episodes=2, episode_time_s=2.0, reset_time_s=0.5, shutdown_when_done=True
+    # launch/record.launch.yaml in dry-run mode: synthetic streams on the contract's topics + the recorder,
+    # which ends the session and with it the stack.
+    launcher = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "launch",
+            str(REPO_ROOT / "launch" / "record.launch.yaml"),
+            f"contract:={CONTRACT}",
+            f"root:={root}",
+            "synthetic:=true",
+            "task:=pick the cube",
+            "num_episodes:=2",
+            "episode_time_s:=2.0",
+            "reset_time_s:=0.5",
+            "video_codec:=h264",
+        ],
+        name="launch",
     )
-    assert recorder.wait(60) == 0, recorder.output()[-3000:]
-    assert "saved episode 1" in recorder.output()
+    assert launcher.wait(90) == 0, launcher.output()[-3000:]
+    assert "saved episode 1" in launcher.output()
     final = watcher.wait_state("stopped", num_episodes=2)
     assert final.message == ""
     assert validate(root) == []
