@@ -60,7 +60,7 @@ def test_kill_9_mid_episode_keeps_saved_episodes_and_resume_continues(processes,
     time.sleep(0.5)
     recorder.send_signal(signal.SIGKILL)
     recorder.wait(10)
-    assert validate(root) == [] or DatasetReader(root).num_episodes == 2  # staging leftovers are not part of it
+    assert validate(root) == []  # staging leftovers of the lost episode are not part of the dataset
     saved = DatasetReader(root).num_episodes
     assert saved == 2
 
