@@ -136,7 +136,9 @@ def _build_render_model(mesh_dir: Path, max_width: int, max_height: int) -> Any:
         fovy=WRIST_CAMERA_FOVY,
         quat=list(_xyaxes_to_quat(WRIST_CAMERA_XYAXES)),
     )
-    spec.worldbody.add_geom(
+    # A mocap body: kinematics moves it to the goal each frame (world-body geoms are static).
+    marker = spec.worldbody.add_body(name="goal_marker", mocap=True)
+    marker.add_geom(
         name="goal_marker",
         type=mujoco.mjtGeom.mjGEOM_CYLINDER,
         size=list(GOAL_MARKER_SIZE),
@@ -192,7 +194,7 @@ class SO101Adapter(SimAdapter):
                 mesh_dir, max(c.width for c in config.cameras), max(c.height for c in config.cameras)
             )
             self._render_data = mujoco.MjData(self._render_model)
-            self._goal_geom = self._render_model.geom("goal_marker").id
+            self._goal_mocap = int(self._render_model.body("goal_marker").mocapid[0])
             # A GL context is current in the thread that created it, so renderers are made by the thread
             # that renders first; this probe only makes a missing or broken GL fail here, at start-up.
             _CameraRenderer(self._render_model, 16, 16).close()
@@ -265,7 +267,7 @@ class SO101Adapter(SimAdapter):
             )
         self._render_data.qpos[:] = self._env.data.qpos
         goal = self._env.goal_pos
-        self._render_model.geom_pos[self._goal_geom] = (goal[0], goal[1], GOAL_MARKER_SIZE[1])
+        self._render_data.mocap_pos[self._goal_mocap] = (goal[0], goal[1], GOAL_MARKER_SIZE[1])
         # Cameras and lights need mj_comPos/mj_camlight after the kinematics; no dynamics are computed.
         self._mujoco.mj_kinematics(self._render_model, self._render_data)
         self._mujoco.mj_comPos(self._render_model, self._render_data)
