@@ -22,7 +22,7 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from lerobot_drivers.arms import get_arm
-from lerobot_drivers.teleop.jog import JOG_HELP, JogKeys, JointJog
+from lerobot_drivers.teleop.jog import JOG_HELP, JogAction, JogKeys, JointJog
 from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, cbreak
 
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -49,7 +49,9 @@ class KeyboardTeleop(Node):
         self.keys = JogKeys()
         self._commands = self.create_publisher(JointState, f"{follower}/joint_commands", QOS)
         self.create_subscription(JointState, f"{follower}/joint_states", self._on_state, QOS)
-        self._triggers = {c: self.create_client(Trigger, f"{recorder}/{name}") for c, name in SERVICES.items()}
+        self._triggers: dict[Control, Any] = {
+            c: self.create_client(Trigger, f"{recorder}/{name}") for c, name in SERVICES.items()
+        }
         self.create_timer(1.0 / rate, self._publish)
 
     def _on_state(self, msg: JointState) -> None:
@@ -66,8 +68,9 @@ class KeyboardTeleop(Node):
 
     def on_bytes(self, data: bytes | None) -> None:
         """Handle terminal input (None: nothing came for a while)."""
+        actions: list[JogAction] = []
         if data is None:
-            controls, actions = self.keys.flush(), []
+            controls = self.keys.flush()
         else:
             controls, actions = self.keys.feed(data)
         for action in actions:
