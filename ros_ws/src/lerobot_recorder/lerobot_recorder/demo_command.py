@@ -116,7 +116,7 @@ class _Operator:
 
     def _on_result(self, future: Any) -> None:
         result = future.result().result
-        time.sleep(1.2)  # one diagnostics period: the recorder's report still describes this episode
+        # The recorder's last diagnostics (1 Hz) still describe this episode: its report lives until the next.
         with self._lock:
             diagnostics = dict(self._diagnostics)
         self.results.append(
