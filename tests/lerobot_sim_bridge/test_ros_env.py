@@ -80,3 +80,40 @@ def test_contract_without_an_action_is_rejected(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(InvalidConfigError, match="needs a vector 'action' feature"):
         RosRobotEnv(path)
+
+
+def test_ros_robot_env_drives_the_fake_hardware_arm_driver(processes, sim_env, tmp_path):
+    """The same env code on the real driver (simulated servos): no reset service, reward 0, same units."""
+    processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "launch",
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "lerobot_drivers",
+            "so101_follower.launch.yaml",
+            "fake_hardware:=true",
+            "namespace:=real",
+            f"fake_dir:={tmp_path / 'fake'}",
+        ],
+        name="fake_arm",
+        env=sim_env,
+    )
+    data = yaml.safe_load((REPO / "config/contracts/so101.yaml").read_text())
+    features = data["features"]
+    data["features"] = {key: features[key] for key in ("observation.state", "action")}
+    for feature in data["features"].values():
+        feature["topic"] = feature["topic"].replace("/follower/", "/real/")
+    contract = tmp_path / "real_arm.yaml"
+    contract.write_text(yaml.safe_dump(data))
+    env = RosRobotEnv(contract, step_timeout=60.0, discovery_timeout=1.0)
+    try:
+        observation, info = env.reset(seed=0)
+        assert "no /real/sim/reset service" in info["reset"]
+        target = np.array([10.0, -10.0, 15.0, 5.0, 0.0, 30.0])  # degrees, gripper 0..100
+        for _ in range(30):
+            observation, reward, terminated, truncated, info = env.step(target)
+        assert (reward, terminated, truncated) == (0.0, False, False)
+        np.testing.assert_allclose(observation["observation.state"], target, atol=1.0)
+    finally:
+        env.close()
