@@ -303,6 +303,15 @@ class OpenCVSource(FrameSource):
         rgb: UInt8Image = np.ascontiguousarray(bgr[:, :, ::-1]) if bgr.ndim == 3 else np.repeat(bgr[:, :, None], 3, 2)
         return CapturedFrame(rgb, stamp_ns)
 
+    def supported_modes(self) -> list[CameraMode]:
+        """The modes the open device accepts among common sizes (none for a video file); restores the mode."""
+        if self._cap is None or self._is_file:
+            return []
+        current = self._current_mode()
+        modes = probe_modes(self._cap)
+        self._apply_mode(current)
+        return modes
+
     def close(self) -> None:
         self._stop.set()
         if self._cap is not None:
