@@ -301,3 +301,19 @@ def test_worker_processes_give_the_same_training_as_the_main_process(tiny_datase
     workers.train()
     for key, value in main.policy.state_dict().items():
         assert torch.equal(value, workers.policy.state_dict()[key]), key
+
+
+def test_pretrained_backbone_initialises_the_policy_and_is_recorded(tiny_dataset: Path, tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    from lerobot_training.policies.resnet import ResNet18Backbone
+
+    weights = {k: torch.randn_like(v) for k, v in ResNet18Backbone().state_dict().items()}
+    save_file(weights, str(tmp_path / "resnet18.safetensors"))
+    trainer = Trainer(config(tiny_dataset, tmp_path / "run", pretrained_backbone=tmp_path / "resnet18.safetensors"))
+    assert torch.equal(trainer.policy.model.backbone.conv1.weight, weights["conv1.weight"])
+    assert trainer.policy.config.pretrained_backbone_weights == str(tmp_path / "resnet18.safetensors")
+    with pytest.raises(TrainingError, match="use_group_norm"):
+        Trainer(
+            config(tiny_dataset, tmp_path / "d", "diffusion", pretrained_backbone=tmp_path / "resnet18.safetensors")
+        )

@@ -228,14 +228,19 @@ class Trainer:
         config = self.config
         cls = policy_class(config.policy, "--policy")
         inputs, outputs = dataset_features(reader, config.input_features)
-        policy_config = cls.config_class.from_dict(
-            {**config.policy_overrides, "input_features": {k: v.to_json() for k, v in inputs.items()},
-             "output_features": {k: v.to_json() for k, v in outputs.items()}}
-        )  # fmt: skip
+        fields: dict[str, Any] = {
+            **config.policy_overrides,
+            "input_features": {k: v.to_json() for k, v in inputs.items()},
+            "output_features": {k: v.to_json() for k, v in outputs.items()},
+        }
+        if config.pretrained_backbone is not None:  # recorded in config.json as where the backbone started
+            fields["pretrained_backbone_weights"] = str(config.pretrained_backbone)
+        policy_config = cls.config_class.from_dict(fields)
         stats = training_stats(reader, self.train_episodes, {**inputs, **outputs}, image_stats=config.image_stats)
         policy = cls(policy_config, stats)
-        if config.pretrained_backbone is not None:
-            policy.load_pretrained_backbone(config.pretrained_backbone)
+        backbone = getattr(policy_config, "pretrained_backbone_weights", None)
+        if backbone:
+            policy.load_pretrained_backbone(Path(backbone))
         return policy
 
     def _loader(self, dataset: PolicyDataset, sampler: StepBatchSampler) -> DataLoader[dict[str, Tensor]]:

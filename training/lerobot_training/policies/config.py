@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import types
+import typing
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -149,7 +151,8 @@ class PolicyConfig:
     @classmethod
     def from_dict(cls: builtins.type[ConfigT], data: Mapping[str, Any], *, ignore: Collection[str] = ()) -> ConfigT:
         """Build from `to_dict` output (or a LeRobot config.json); unknown fields raise unless in `ignore`."""
-        declared = {item.name: item for item in dataclasses.fields(cls)}
+        declared = {item.name for item in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key == "type":
@@ -162,41 +165,52 @@ class PolicyConfig:
                 raise PolicyConfigError(
                     f"unknown {cls.type} config field {key!r}; remove it or upgrade lerobot_training"
                 )
-            kwargs[key] = cls._field_value(key, value, declared[key])
+            kwargs[key] = cls._field_value(key, value, hints[key])
         try:
             return cls(**kwargs)
         except TypeError as err:
             raise PolicyConfigError(f"{cls.type} config: {err}") from None
 
     @classmethod
-    def _field_value(cls, key: str, value: Any, item: dataclasses.Field[Any]) -> Any:
+    def _field_value(cls, key: str, value: Any, hint: Any) -> Any:
         if key in ("input_features", "output_features"):
             return features_from_json(value, key)
         if key == "normalization_mapping":
             if not isinstance(value, Mapping):
                 raise PolicyConfigError(f"normalization_mapping must be an object, got {value!r}")
             return {str(k): _mode(v, f"normalization_mapping[{k!r}]") for k, v in value.items()}
-        default = item.default if item.default is not dataclasses.MISSING else None
-        if value is None or default is None:
-            return tuple(value) if isinstance(value, list) else value
-        if isinstance(default, bool):
-            if not isinstance(value, bool) and value not in (0, 1):
-                raise PolicyConfigError(f"config field {key!r} must be a boolean, got {value!r}")
-            return bool(value)
-        if isinstance(default, int):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise PolicyConfigError(f"config field {key!r} must be an integer, got {value!r}")
+        return _typed_value(key, value, hint)
+
+
+def _typed_value(key: str, value: Any, hint: Any) -> Any:
+    """`value` checked against the field's type hint (int, float, bool, str, tuple of ints, or None)."""
+    options = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        else (hint,)
+    )
+    if value is None:
+        if type(None) in options:
+            return None
+        raise PolicyConfigError(f"config field {key!r} must not be null")
+    for option in options:
+        origin = typing.get_origin(option) or option
+        if origin is bool and isinstance(value, bool):
             return value
-        if isinstance(default, float):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise PolicyConfigError(f"config field {key!r} must be a number, got {value!r}")
+        if origin is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if origin is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        if isinstance(default, str):
-            if not isinstance(value, str):
-                raise PolicyConfigError(f"config field {key!r} must be a string, got {value!r}")
+        if origin is str and isinstance(value, str):
             return value
-        if isinstance(default, tuple):
-            if not isinstance(value, (list, tuple)):
-                raise PolicyConfigError(f"config field {key!r} must be a list, got {value!r}")
+        if (
+            origin is tuple
+            and isinstance(value, (list, tuple))
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
             return tuple(value)
-        return value
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+    expected = " or ".join(
+        "a list of integers" if typing.get_origin(o) is tuple else names.get(o, str(o)) for o in options
+    )
+    raise PolicyConfigError(f"config field {key!r} must be {expected}, got {value!r}")

@@ -398,6 +398,8 @@ class DiffusionPolicy(Policy):
         """Initialise the ResNet-18 of the (shared) image encoder from a local torchvision weights file."""
         if not self.config.image_features:
             raise PolicyConfigError("the policy has no camera input, so no backbone to load weights into")
+        if self.config.use_group_norm:
+            raise PolicyConfigError("pretrained ResNet weights need batch norm: set use_group_norm=false")
         for encoder in self.diffusion.rgb_encoders:
             load_backbone_weights(encoder.backbone, path)
 
