@@ -28,7 +28,7 @@ from std_msgs.msg import Header
 from lerobot_drivers.cameras.capture import CaptureThread, Frame
 from lerobot_drivers.cameras.errors import CameraError
 from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
-from lerobot_ros.images import compressed_format, encode_jpeg, rgb_to_image
+from lerobot_ros.images import compressed_format, encode_jpeg, message_data, rgb_to_image
 
 IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -205,7 +205,9 @@ class CameraNode(LifecycleNode):
         compressed = self._pubs.get("compressed")
         if compressed is not None:
             data = encode_jpeg(image, int(self._param("jpeg_quality")))
-            compressed.publish(CompressedImage(header=header, format=compressed_format("rgb8"), data=data))
+            msg = CompressedImage(header=header, format=compressed_format("rgb8"))
+            msg.data = message_data(msg, data)
+            compressed.publish(msg)
         height, width = int(image.shape[0]), int(image.shape[1])
         self._pubs["info"].publish(CameraInfo(header=header, height=height, width=width))
         self._published += 1
