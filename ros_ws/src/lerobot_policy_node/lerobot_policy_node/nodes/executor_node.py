@@ -341,7 +341,7 @@ class ExecutorNode(LifecycleNode):
         period = 1.0 / float(self._param("rate"))
         deadline = time.monotonic()
         last_tick: float | None = None
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.context.ok():
             if self._wake.wait(timeout=max(deadline - time.monotonic(), 0.0)):
                 self._wake.clear()
                 if self._stop.is_set():

@@ -337,11 +337,13 @@ class PolicyNode(LifecycleNode):
             if problem:
                 self._note(problem)
                 self.get_logger().error(problem, throttle_duration_sec=2.0)
-            elif publish:
+            elif publish and not self._stop.is_set():
                 self._publish_chunk(observation_ns, self._mapping.to_ros(actions), duration)
                 published = True
         except Exception as err:  # a failing model must not kill the node: report it and keep trying
             duration = time.perf_counter() - start
+            if self._stop.is_set() or not self.context.ok():
+                return  # shutting down (Ctrl-C invalidates the context under a running inference): nothing to report
             self._note(f"inference failed: {type(err).__name__}: {err}")
             self.get_logger().error(traceback.format_exc(), throttle_duration_sec=5.0)
         self._last_inference = duration
