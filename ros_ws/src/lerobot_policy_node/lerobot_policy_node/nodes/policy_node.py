@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -88,6 +89,7 @@ class PolicyNode(LifecycleNode):
         self._stamp_from_header = True
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._status_timer = self.create_timer(1.0, self._publish_status)
         self._publish_status()
 
@@ -394,6 +396,37 @@ class PolicyNode(LifecycleNode):
         msg.stale_observations = self._stale
         msg.message = self._message
         self._status_pub.publish(msg)
+        self._publish_diagnostics(msg)
+
+    def _publish_diagnostics(self, status: PolicyStatus) -> None:
+        scheduler = self._scheduler
+        level = DiagnosticStatus.OK
+        if status.state == "error":
+            level = DiagnosticStatus.ERROR
+        elif status.state == "active" and status.message:
+            level = DiagnosticStatus.WARN
+        values = {
+            "state": status.state,
+            "policy": status.policy,
+            "device": status.device,
+            "chunks_published": str(status.chunks_published),
+            "last_inference_s": f"{status.last_inference_time:.4f}",
+            "mean_inference_s": f"{status.mean_inference_time:.4f}",
+            "expected_inference_s": f"{scheduler.expected_inference_s:.4f}" if scheduler is not None else "",
+            "inferences_in_flight": str(scheduler.in_flight) if scheduler is not None else "0",
+            "observation_age_s": f"{status.observation_age:.4f}",
+            "stale_observations": str(status.stale_observations),
+        }
+        entry = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_fully_qualified_name()}: policy",
+            message=status.message or status.state,
+            hardware_id="policy",
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
+        array = DiagnosticArray(status=[entry])
+        array.header.stamp = status.header.stamp
+        self._diagnostics_pub.publish(array)
 
 
 def main(args: list[str] | None = None) -> None:
