@@ -270,12 +270,15 @@ def test_truncated_and_corrupt_bags_are_reported_without_half_written_episodes(
     data = bytearray(mcap.read_bytes())
     data[len(data) // 3 : len(data) // 3 + 4000] = b"\xff" * 4000
     mcap.write_bytes(bytes(data))
-    result = convert([good, corrupt], contract, tmp_path / "ds")
-    assert [e["bag"] for e in result.episodes] == [str(good)]
-    assert result.failed and "truncated or corrupt" in result.failed[0]["error"]
-    assert validate(tmp_path / "ds") == []
-    with DatasetReader(tmp_path / "ds") as reader:
-        assert reader.num_episodes == 1
+    for jobs in (1, 2):
+        root = tmp_path / f"ds{jobs}"
+        result = convert([good, corrupt, good], contract, root, jobs=jobs)
+        assert [e["bag"] for e in result.episodes] == [str(good), str(good)]
+        assert [f["bag"] for f in result.failed] == [str(corrupt)]
+        assert "truncated or corrupt" in result.failed[0]["error"]
+        assert validate(root) == []
+        with DatasetReader(root) as reader:
+            assert reader.num_episodes == 2
 
 
 def _write_joint_bag(path: Path, stamps_ms: list[int], topic: str = "/follower/joint_states") -> Path:
