@@ -96,23 +96,22 @@ def camera_figures(compressed: bool, seconds: float) -> dict[str, Any]:
     from sensor_msgs.msg import CompressedImage, Image
 
     from lerobot_drivers.cameras.pattern import read_pattern
-    from lerobot_ros.images import decode_compressed, image_to_rgb
+    from lerobot_ros.images import decode_compressed
 
     ros = Ros("bench_camera")
-    received: list[tuple[int, int, int]] = []  # (receive ms mod 2**32, pixel ms, counter)
+    # The callback only timestamps and keeps the bytes it needs; decoding happens after the window, so the
+    # subscriber's own work does not add to the latency it measures.
+    kept: list[tuple[int, bytes]] = []
     measuring = threading.Event()
+    band_bytes = 2 * 16 * 640 * 3  # the two rows of counter/time blocks at 640x480
 
     def on_image(msg: Any) -> None:
         now_ms = time.time_ns() // 1_000_000
-        if not measuring.is_set():
-            return
-        image = decode_compressed(msg) if compressed else image_to_rgb(msg)
-        counter, pixel_ms = read_pattern(image)
-        received.append((now_ms % 2**32, pixel_ms, counter))
+        if measuring.is_set():
+            kept.append((now_ms, bytes(msg.data if compressed else msg.data[:band_bytes])))
 
     topic = "/cameras/front/image_raw" + ("/compressed" if compressed else "")
-    qos = 10
-    ros.node.create_subscription(CompressedImage if compressed else Image, topic, on_image, qos)
+    ros.node.create_subscription(CompressedImage if compressed else Image, topic, on_image, 10)
     cam = ros.start(
         [script("camera"), "--ros-args", "-r", "__ns:=/cameras/front", "-p", "device:=synthetic", "-p", "width:=640",
          "-p", "height:=480", "-p", "fps:=30.0", "-p", f"publish_raw:={not compressed}",
@@ -126,6 +125,15 @@ def camera_figures(compressed: bool, seconds: float) -> dict[str, Any]:
     measuring.clear()
     stop(cam)
     ros.close()
+    received = []  # (receive ms mod 2**32, pixel ms, counter)
+    for now_ms, data in kept:
+        if compressed:
+            image = decode_compressed(data)
+        else:
+            image = np.zeros((480, 640, 3), dtype=np.uint8)
+            image.reshape(-1)[:band_bytes] = np.frombuffer(data, dtype=np.uint8)
+        counter, pixel_ms = read_pattern(image)
+        received.append((now_ms % 2**32, pixel_ms, counter))
     latencies = [float((r - p) % 2**32) for r, p, _ in received]
     counters = [c for _, _, c in received]
     span = counters[-1] - counters[0] + 1 if counters else 0
@@ -211,7 +219,7 @@ def teleop_figures(moves: int) -> dict[str, Any]:
     time.sleep(3.0)
     moved: dict[int, float] = {}
     for k in range(moves):
-        rad = 0.01 * ((k % 50) + 1) * (1 if (k // 50) % 2 == 0 else -1)
+        rad = 0.004 * (k + 1)  # every move to a new position: each write is matched to one move
         ticks = radians_to_ticks(rad, cals["leader"]["shoulder_pan"], 4096)
         moved[ticks] = time.time()
         fakes["leader"].servo(1).move_by_hand(ticks)
