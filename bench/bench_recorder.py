@@ -287,7 +287,8 @@ def main() -> None:
         "direct_writer": direct,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / ("recorder_quick.json" if args.quick else f"recorder_{args.codec}.json")
+    name = "quick" if args.quick else f"{args.codec}_{args.cameras}cam"
+    out = RESULTS / f"recorder_{name}.json"
     out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     print(f"wrote {out}")
