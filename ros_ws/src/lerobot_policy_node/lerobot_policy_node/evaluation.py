@@ -66,8 +66,10 @@ def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
             contract = Contract.load(settings.contract)
         elif checkpoint is not None and checkpoint.contract is not None:
             contract = Contract.from_dict(checkpoint.contract, source=f"{settings.checkpoint}/contract.yaml")
-        else:
+        elif DEFAULT_CONTRACT.is_file():
             contract = Contract.load(DEFAULT_CONTRACT)
+        else:
+            raise CommandError("the checkpoint carries no contract.yaml: pass --contract (e.g. so101_sim.yaml)")
     except (PolicyLoadError, ContractError) as err:
         raise CommandError(str(err)) from None
     if checkpoint is not None:

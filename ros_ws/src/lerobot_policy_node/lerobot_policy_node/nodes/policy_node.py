@@ -351,6 +351,16 @@ class PolicyNode(LifecycleNode):
         self._last_inference = duration
         with self._lock:
             self._scheduler.inference_finished(observation_ns, duration, published)
+            expected = self._scheduler.expected_inference_s + self._scheduler.config.margin_s
+        chunk_s = self._policy.horizon * self._period_ns / NS
+        workers = int(self._param("inference_workers"))
+        if expected > chunk_s * workers / (workers + 1):
+            self.get_logger().warning(
+                f"inference takes {expected:.3f} s with the margin, too long for {workers} worker(s) to keep a "
+                f"{chunk_s:.3f} s chunk fed: the executor will starve; raise inference_workers (if the device has "
+                "the throughput) or train a longer chunk",
+                throttle_duration_sec=10.0,
+            )
 
     def _check_actions(self, actions: np.ndarray) -> str:
         assert self._policy is not None
