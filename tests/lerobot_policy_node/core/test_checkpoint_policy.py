@@ -94,3 +94,26 @@ def test_bad_checkpoint_paths_are_clear(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(PolicyLoadError, match=r"config\.json"):
         CheckpointPolicy(tmp_path / "empty")
+
+
+def test_hub_repo_ids_download_through_huggingface_hub(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    calls = []
+
+    def fake_snapshot_download(repo_id, cache_dir=None):
+        calls.append((repo_id, cache_dir))
+        target = tmp_path / "snapshot"
+        target.mkdir(exist_ok=True)
+        return str(target)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    assert resolve_checkpoint("user/act_so101", cache_dir=str(tmp_path / "cache")) == tmp_path / "snapshot"
+    assert calls == [("user/act_so101", str(tmp_path / "cache"))]
+
+    def offline(repo_id, cache_dir=None):
+        raise OSError("no connection")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(PolicyLoadError, match=r"cannot download Hub repo 'user/act_so101'.*local checkpoint"):
+        resolve_checkpoint("user/act_so101")
