@@ -48,29 +48,39 @@ class Recorder:
 
 
 @pytest.fixture
-def arms(tmp_path, processes):
-    """Fake so101 leader and follower with their drivers; returns {role: (fake, calibration, calibration file)}."""
-    rigs, out = [], {}
-    for role, robot in (("leader", "so101_leader"), ("follower", "so101_follower")):
-        spec = get_arm(robot)
-        calibration = default_fake_calibration(spec)
-        fake = fake_arm_bus(spec, calibration)
-        pty = PtyServoBus(fake)
-        pty.start()
-        rigs.append(pty)
-        cal_file = tmp_path / f"{robot}.json"
-        save_calibration(cal_file, calibration)
-        argv = [
-            venv_script("arm_driver"), "--ros-args", "-r", f"__ns:=/{role}",
-            "-p", f"robot_type:={robot}", "-p", f"port:={pty.port}", "-p", f"calibration_file:={cal_file}",
-            "-p", "loop_rate:=50.0", "-p", "bus_timeout:=0.2",
-        ]  # fmt: skip
-        driver = processes.start(argv, name=f"driver-{role}")
-        out[role] = (fake, calibration, cal_file, driver)
-    yield out
+def start_arms(tmp_path, processes):
+    """Starts a fake leader and follower with their drivers; returns {role: (fake, calibration, file, driver)}."""
+    rigs = []
+
+    def start(leader_robot: str = "so101_leader") -> dict:
+        out = {}
+        for role, robot in (("leader", leader_robot), ("follower", "so101_follower")):
+            spec = get_arm(robot)
+            calibration = default_fake_calibration(spec)
+            fake = fake_arm_bus(spec, calibration)
+            pty = PtyServoBus(fake)
+            pty.start()
+            rigs.append(pty)
+            cal_file = tmp_path / f"{robot}.json"
+            save_calibration(cal_file, calibration)
+            argv = [
+                venv_script("arm_driver"), "--ros-args", "-r", f"__ns:=/{role}",
+                "-p", f"robot_type:={robot}", "-p", f"port:={pty.port}", "-p", f"calibration_file:={cal_file}",
+                "-p", "loop_rate:=50.0", "-p", "bus_timeout:=0.2",
+            ]  # fmt: skip
+            driver = processes.start(argv, name=f"driver-{role}")
+            out[role] = (fake, calibration, cal_file, driver)
+        return out
+
+    yield start
     processes.stop_all()
     for pty in rigs:
         pty.stop()
+
+
+@pytest.fixture
+def arms(start_arms):
+    return start_arms()
 
 
 def teleop(processes, arms, leader_type: str = "so101_leader", max_rel: float = MAX_REL):
@@ -126,3 +136,23 @@ def test_a_leader_of_another_robot_type_is_refused_and_the_follower_does_not_mov
     time.sleep(1.0)
     fake = arms["follower"][0]
     assert all(fake.servo(i).get("Goal_Position") == 2048 for i in range(1, 7))
+
+
+def test_teleop_checks_what_the_drivers_run_and_sends_nothing_on_a_mismatch(start_arms, processes, tmp_path) -> None:
+    arms = start_arms(leader_robot="koch_leader")  # the leader port has a Koch leader on it
+    so101_leader_cal = tmp_path / "so101_leader.json"
+    save_calibration(so101_leader_cal, default_fake_calibration(get_arm("so101_leader")))
+    arms["leader"] = (*arms["leader"][:2], so101_leader_cal, arms["leader"][3])
+    for role in ("leader", "follower"):
+        arms[role][3].wait_for_output("active", timeout=60)
+    node = teleop(processes, arms)  # configured for an so101_leader
+    node.wait_for_output(r"/leader runs a koch_leader, not the so101_leader .* nothing is sent", timeout=60)
+    koch = get_arm("koch_leader")
+    fake, calibration = arms["leader"][0], arms["leader"][1]
+    fake.servo(1).move_by_hand(
+        radians_to_ticks(0.5, calibration["shoulder_pan"], koch.model("shoulder_pan").resolution)
+    )
+    time.sleep(1.5)
+    follower = arms["follower"][0]
+    assert all(follower.servo(i).get("Goal_Position") == 2048 for i in range(1, 7))
+    assert node.returncode is None

@@ -20,6 +20,7 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.srv import GetParameters
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -52,6 +53,7 @@ class LeaderTeleop(Node):
         d("max_relative_target", 0.0, "max distance (rad) of a target from the follower's position; 0 = off", False)
         d("state_timeout", 0.5, "leader/follower states older than this (s) are stale: nothing is sent")
         d("calibration_wait", 0.0, "wait this long (s) for the calibration files to appear (fake hardware)")
+        d("driver_name", "arm_driver", "node name of both arm drivers (their robot_type is checked); empty = no check")
         p = self._param
         leader, follower = check_pair(p("leader_type"), p("follower_type"))
         calibrations = []
@@ -76,6 +78,17 @@ class LeaderTeleop(Node):
         self.create_subscription(JointState, f"{follower_ns}/joint_states", self._on_follower, STATE_QOS)
         self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_timer(1.0, self._publish_diagnostics)
+        # Forward nothing until both drivers say they run the arms this node was configured for.
+        self._expected = {leader_ns: leader.robot_type, follower_ns: follower.robot_type}
+        self._verified: set[str] = set()
+        self._type_clients: dict[str, Any] = {}
+        driver = str(p("driver_name"))
+        if driver:
+            for ns in self._expected:
+                self._type_clients[ns] = self.create_client(GetParameters, f"{ns}/{driver}/get_parameters")
+            self._type_timer = self.create_timer(0.5, self._check_driver_types)
+        else:
+            self._verified = set(self._expected)
         self.get_logger().info(
             f"{leader.robot_type} ({leader_ns}) -> {follower.robot_type} ({follower_ns}), "
             f"max_relative_target {p('max_relative_target')} rad"
@@ -100,7 +113,33 @@ class LeaderTeleop(Node):
             self._last_error_log = now
             self.get_logger().error(f"leader reading not sent: {text}")
 
+    def _check_driver_types(self) -> None:
+        pending = [ns for ns in self._expected if ns not in self._verified]
+        if not pending:
+            self._type_timer.cancel()
+            self.get_logger().info("drivers verified: forwarding the leader to the follower")
+            return
+        for ns in pending:
+            client = self._type_clients[ns]
+            if client.service_is_ready():
+                future = client.call_async(GetParameters.Request(names=["robot_type"]))
+                future.add_done_callback(lambda f, ns=ns: self._on_driver_type(ns, f))
+
+    def _on_driver_type(self, ns: str, future: Any) -> None:
+        values = future.result().values
+        actual = values[0].string_value if values else ""
+        expected = self._expected[ns]
+        if actual == expected:
+            self._verified.add(ns)
+        else:
+            self._reject(
+                f"{ns} runs a {actual or 'driver without robot_type'}, not the {expected} this teleop is configured "
+                "for: nothing is sent to the follower; fix leader_type/follower_type or the drivers"
+            )
+
     def _on_leader(self, msg: JointState) -> None:
+        if len(self._verified) < len(self._expected):
+            return
         # The mapping is a handful of float operations: forwarding here adds no queueing latency.
         try:
             goal = self.mapping.map(list(msg.name), list(msg.position))
