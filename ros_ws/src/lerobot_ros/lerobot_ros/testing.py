@@ -331,7 +331,8 @@ def ros_node(ros_domain: int) -> Iterator[Node]:
     try:
         yield node
     finally:
+        # Stop spinning before anything the executor waits on is destroyed.
         executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5)
         node.destroy_node()
         context.try_shutdown()
-        spinner.join(timeout=5)
