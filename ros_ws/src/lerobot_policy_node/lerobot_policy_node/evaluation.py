@@ -1,6 +1,6 @@
 """Closed-loop evaluation against the sim bridge in lockstep (what `lerobot-ros eval` runs).
 
-Episodes go through `lerobot_sim_bridge.RosRobotEnv` (a gymnasium env over the contract's topics); actions
+Episodes go through `lerobot_sim_bridge.ros_env.RosRobotEnv` (a gymnasium env over the contract's topics); actions
 stay in dataset units end to end, so the executor core runs without joint limits here (the bridge applies
 the robot's).
 """
