@@ -69,9 +69,9 @@ class ImageFields:
 
 
 def message_data(msg: Any, data: bytes) -> Any:
-    """`data` as a message's uint8[] field wants it: rclpy messages take `array.array('B')` without checking
-    every element (a numpy array or bytes is converted one value at a time: ~100 ms for 640x480), other
-    message classes (rosbags) take a numpy array."""
+    """`data` as a message's uint8[] field wants it: `array.array('B')` for rclpy messages (a numpy array
+    assigned there is converted one value at a time: ~100 ms for 640x480), a numpy array for other message
+    classes (rosbags)."""
     if hasattr(type(msg), "SLOT_TYPES"):
         return array.array("B", data)
     return np.frombuffer(data, dtype=np.uint8)
