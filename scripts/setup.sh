@@ -173,11 +173,11 @@ if [[ $WITH_REFERENCE == 1 ]]; then
   ldconfig -p | grep 'libavcodec\.so\.' >/dev/null \
     || fail "torchcodec needs the FFmpeg libraries (requirements/apt.txt); install them with: sudo apt-get install ffmpeg"
   ref_hash=$(inputs_hash requirements/lerobot-reference.txt)
+  ref_links=()
+  if [[ -d /opt/wheels ]]; then ref_links=(--find-links /opt/wheels); fi
   if [[ ! -f "$REF_VENV/.stamp" || "$(cat "$REF_VENV/.stamp")" != "$ref_hash" ]] \
       || ! "$REF_PY" -c 'import lerobot' 2>/dev/null; then
     [[ -x "$REF_PY" ]] || "$BASE_PY" -m venv "$REF_VENV"
-    ref_links=()
-    [[ -d /opt/wheels ]] && ref_links=(--find-links /opt/wheels)
     "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" torch==2.13.0 \
       2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
     "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
@@ -188,6 +188,16 @@ if [[ $WITH_REFERENCE == 1 ]]; then
     HF_HUB_OFFLINE=1 "$REF_PY" -c 'from lerobot.datasets.lerobot_dataset import LeRobotDataset; from torchcodec.decoders import VideoDecoder' \
       || fail "the reference venv $REF_VENV does not import LeRobotDataset; delete it and re-run"
     echo "$ref_hash" > "$REF_VENV/.stamp"
+  fi
+  # LeRobot's training code (for the test that compares our ACT with a checkpoint LeRobot trains)
+  # needs a few more pure-Python packages; they go into a folder put on PYTHONPATH by that test.
+  extras_hash=$(inputs_hash requirements/lerobot-act-train.txt)
+  if [[ ! -f "$REF_VENV/act-extras/.stamp" || "$(cat "$REF_VENV/act-extras/.stamp")" != "$extras_hash" ]]; then
+    rm -rf "$REF_VENV/act-extras"
+    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
+      --target "$REF_VENV/act-extras" -r "$ROOT/requirements/lerobot-act-train.txt" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+    echo "$extras_hash" > "$REF_VENV/act-extras/.stamp"
   fi
 fi
 
