@@ -37,14 +37,28 @@ class Recorder:
             where.append((time.monotonic(), msg))
 
     def wait(self, predicate, timeout: float = 30.0):
+        """The newest follower joint_states once it satisfies `predicate` ({joint: rad} -> bool)."""
+        return self._wait(self.states, "follower state", predicate, timeout)
+
+    def wait_command(self, predicate, timeout: float = 30.0):
+        """The newest joint_commands this recorder received once it satisfies `predicate`.
+
+        The follower moving proves only that the follower driver gets the commands: this recorder's own
+        subscription discovers the teleop's publisher independently, sometimes seconds later, and a command
+        sent before that is never delivered to it (volatile durability).
+        """
+        return self._wait(self.commands, "joint_commands", predicate, timeout)
+
+    def _wait(self, where: list, what: str, predicate, timeout: float):
         deadline = time.monotonic() + timeout
+        last = None
         while time.monotonic() < deadline:
             with self.lock:
-                last = self.states[-1][1] if self.states else None
+                last = where[-1][1] if where else None
             if last is not None and predicate(dict(zip(last.name, last.position, strict=True))):
                 return last
             time.sleep(0.02)
-        raise AssertionError(f"follower never satisfied the condition; last state {last}")
+        raise AssertionError(f"the {what} never satisfied the condition; last one {last}")
 
 
 @pytest.fixture
@@ -107,12 +121,20 @@ def test_follower_follows_the_leader_within_tolerance_and_jumps_are_clipped(arms
     node.wait_for_output(r"so101_leader \(/leader\) -> so101_follower \(/follower\)", timeout=60)
     move_leader(arms, "shoulder_pan", 0.1)
     move_leader(arms, "elbow_flex", -0.12)
-    rec.wait(lambda s: abs(s["shoulder_pan"] - 0.1) < 0.02 and abs(s["elbow_flex"] + 0.12) < 0.02)
+
+    def at_first_move(joints: dict[str, float]) -> bool:
+        return abs(joints["shoulder_pan"] - 0.1) < 0.02 and abs(joints["elbow_flex"] + 0.12) < 0.02
+
+    rec.wait(at_first_move)
+    # Record the jump only once this recorder provably receives the teleop's commands.
+    rec.wait_command(at_first_move)
     # a jump of the leader: every command stays within max_relative_target of the follower's position
     with rec.lock:
         start = len(rec.commands)
     move_leader(arms, "shoulder_pan", 1.0)
     rec.wait(lambda s: abs(s["shoulder_pan"] - 1.0) < 0.03)
+    # Commands arrive in order on their own topic: once the final target is here, every clipped step is too.
+    rec.wait_command(lambda s: abs(s["shoulder_pan"] - 1.0) < 0.01)
     with rec.lock:
         commands = [m for _, m in rec.commands[start:]]
         states = [m for _, m in rec.states]
