@@ -25,7 +25,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -41,6 +41,7 @@ from lerobot_recorder.recorder.messages import build_typestore, has_header, head
 from lerobot_recorder.recorder.sampler import LiveSampler
 from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
+from lerobot_ros.executors import ThreadPoolExecutor
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -773,7 +774,7 @@ def main(args: list[str] | None = None) -> None:
     apply_ros_environment()
     rclpy.init(args=args)
     node = Recorder()
-    executor = MultiThreadedExecutor(num_threads=4)
+    executor = ThreadPoolExecutor(num_threads=4)
     executor.add_node(node)
     code = 0
     try:
