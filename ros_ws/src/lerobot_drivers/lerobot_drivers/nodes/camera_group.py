@@ -18,12 +18,13 @@ from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from lerobot_drivers.nodes.camera import CameraNode
+from lerobot_ros.executors import ThreadPoolExecutor
 
 # per-camera settings taken from the config and their defaults (the camera node's parameters)
 CAMERA_SETTINGS: dict[str, Any] = {
@@ -79,7 +80,7 @@ def main(args: list[str] | None = None) -> None:
     if not group.names:
         group.get_logger().warning("no cameras configured (parameter `names` is empty)")
     cameras = group.cameras()
-    executor = MultiThreadedExecutor()
+    executor = ThreadPoolExecutor()
     executor.add_node(group)
     try:
         for camera in cameras:

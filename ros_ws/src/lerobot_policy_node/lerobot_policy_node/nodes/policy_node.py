@@ -27,7 +27,7 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -46,6 +46,7 @@ from lerobot_policy_node.core.policies import (
 from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, ObservationVerdict, SchedulerConfig
 from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_recorder.contract import Contract, ContractError
+from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
 
 # Parameters that change the running scheduler -> SchedulerConfig field.
@@ -445,7 +446,7 @@ def main(args: list[str] | None = None) -> None:
     apply_ros_environment()
     rclpy.init(args=args)
     node = PolicyNode()
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = ros_executors.ThreadPoolExecutor(num_threads=2)
     executor.add_node(node)
     try:
         if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:

@@ -265,26 +265,40 @@ class Aligner:
                 buf.popleft()
 
     def _check(self, slot: int, t: int, picks: dict[str, Pick]) -> AlignedFrame | None:
-        report = self.report
-        report.slots = slot + 1
-        stale = False
-        for key, pick in picks.items():
-            limit = self.features[key].max_age_ns
-            # Staleness: how old the newest real information is (for blends, the sample before t).
-            if limit is not None and t - pick.sample.stamp_ns > limit:
-                report.features[key].stale_drops += 1
-                stale = True
-        if stale:
-            report.frames_dropped_stale += 1
-            return None
-        stamps = [p.stamp_ns for p in picks.values()]
-        if self.tolerance_ns is not None and max(stamps) - min(stamps) > self.tolerance_ns:
-            report.frames_dropped_tolerance += 1
-            return None
-        report.frames_kept += 1
-        for key, pick in picks.items():
-            skew = abs(t - pick.stamp_ns) / NS
-            fs = report.features[key]
-            fs.max_skew_s = max(fs.max_skew_s, skew)
-            fs.sum_skew_s += skew
-        return AlignedFrame(slot, t, picks)
+        return check_frame(self.report, self.features, self.tolerance_ns, slot, t, picks)
+
+
+def check_frame(
+    report: SyncReport,
+    features: dict[str, AlignFeature],
+    tolerance_ns: int | None,
+    slot: int,
+    t: int,
+    picks: dict[str, Pick],
+) -> AlignedFrame | None:
+    """Keep the frame at time `t` or drop it (stale input, inputs too far apart), counting either in `report`.
+
+    Shared by the offline `Aligner` and the live recorder's sampler so both apply one rule.
+    """
+    report.slots = slot + 1
+    stale = False
+    for key, pick in picks.items():
+        limit = features[key].max_age_ns
+        # Staleness: how old the newest real information is (for blends, the sample before t).
+        if limit is not None and t - pick.sample.stamp_ns > limit:
+            report.features[key].stale_drops += 1
+            stale = True
+    if stale:
+        report.frames_dropped_stale += 1
+        return None
+    stamps = [p.stamp_ns for p in picks.values()]
+    if tolerance_ns is not None and max(stamps) - min(stamps) > tolerance_ns:
+        report.frames_dropped_tolerance += 1
+        return None
+    report.frames_kept += 1
+    for key, pick in picks.items():
+        skew = abs(t - pick.stamp_ns) / NS
+        fs = report.features[key]
+        fs.max_skew_s = max(fs.max_skew_s, skew)
+        fs.sum_skew_s += skew
+    return AlignedFrame(slot, t, picks)

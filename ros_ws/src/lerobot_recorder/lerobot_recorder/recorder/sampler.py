@@ -36,6 +36,7 @@ from lerobot_recorder.bags.align import (
     Pick,
     Sample,
     SyncReport,
+    check_frame,
     frame_time,
 )
 from lerobot_recorder.recorder.errors import ClockJumpError
@@ -239,25 +240,4 @@ class LiveSampler:
                 buf.popleft()
 
     def _check(self, slot: int, t: int, picks: dict[str, Pick]) -> AlignedFrame | None:
-        report = self.report
-        report.slots = slot + 1
-        stale = False
-        for key, pick in picks.items():
-            limit = self.features[key].max_age_ns
-            if limit is not None and t - pick.stamp_ns > limit:
-                report.features[key].stale_drops += 1
-                stale = True
-        if stale:
-            report.frames_dropped_stale += 1
-            return None
-        stamps = [p.stamp_ns for p in picks.values()]
-        if self.tolerance_ns is not None and max(stamps) - min(stamps) > self.tolerance_ns:
-            report.frames_dropped_tolerance += 1
-            return None
-        report.frames_kept += 1
-        for key, pick in picks.items():
-            skew = abs(t - pick.stamp_ns) / NS
-            fs = report.features[key]
-            fs.max_skew_s = max(fs.max_skew_s, skew)
-            fs.sum_skew_s += skew
-        return AlignedFrame(slot, t, picks)
+        return check_frame(self.report, self.features, self.tolerance_ns, slot, t, picks)
