@@ -145,8 +145,15 @@ def test_follower_follows_the_leader_within_tolerance_and_jumps_are_clipped(arms
     follower_pan = [s.position[0] for s in states]
     assert max(abs(b - a) for a, b in itertools.pairwise(follower_pan)) < 0.5
     fake, calibration, _, _ = arms["follower"]
-    goal = ticks_to_radians(fake.servo(1).get("Goal_Position"), calibration["shoulder_pan"], 4096)
-    assert goal == pytest.approx(1.0, abs=0.01)
+
+    def follower_goal() -> float:
+        return ticks_to_radians(fake.servo(1).get("Goal_Position"), calibration["shoulder_pan"], 4096)
+
+    # The driver writes the newest command on its next loop cycle, after the command reached this recorder.
+    deadline = time.monotonic() + 10
+    while abs(follower_goal() - 1.0) > 0.01 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert follower_goal() == pytest.approx(1.0, abs=0.01)
 
 
 def test_a_leader_of_another_robot_type_is_refused_and_the_follower_does_not_move(arms, processes) -> None:

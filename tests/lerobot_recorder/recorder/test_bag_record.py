@@ -49,7 +49,9 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
         name="bag-record",
     )
     recorder.wait_for_output(r"recording /recorder/episode_start", timeout=30)
-    recorder.wait_for_output(r"recording /cameras/wrist/image_raw", timeout=30)
+    # Data must really flow into the bag before the episode starts (discovery can lag by seconds).
+    for topic in ("/follower/joint_states", "/cameras/front/image_raw", "/cameras/wrist/image_raw"):
+        recorder.wait_for_output(rf"first message on {topic}$", timeout=30)
     result, _ = record_one_episode(ros_node, "pick the cube", 1.5)
     assert result.saved, result.message
     streams.send_signal(signal.SIGINT)  # the bag takes what is still on its way, then stops

@@ -33,6 +33,7 @@ class BagRecorder(Node):
         self._queue: queue.Queue[tuple[str, int, bytes] | None] = queue.Queue(maxsize=20000)
         self._subscribed: dict[str, Any] = {}
         self._skipped: set[str] = set()
+        self._heard: set[str] = set()
         self.error: str | None = None
         self.received = 0
         self._thread = threading.Thread(target=self._write_loop, name="bag-writer", daemon=True)
@@ -94,6 +95,10 @@ class BagRecorder(Node):
 
     def _on_message(self, topic: str, raw: bytes) -> None:
         self.received += 1
+        if topic not in self._heard:
+            # Discovery can lag the subscription by seconds: say when data really starts to arrive.
+            self._heard.add(topic)
+            self.get_logger().info(f"first message on {topic}")
         self._queue.put((topic, int(self.get_clock().now().nanoseconds), raw))
 
     def _write_loop(self) -> None:
