@@ -24,7 +24,6 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -37,6 +36,7 @@ from lerobot_drivers.arms.arm import Arm, make_bus
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
+from lerobot_ros.lifecycle_main import run_lifecycle_node
 
 JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -574,18 +574,7 @@ def main(args: list[str] | None = None) -> None:
     apply_ros_environment()
     rclpy.init(args=args)
     node = ArmDriver()
-    try:
-        autostart = bool(node.get_parameter("autostart").value)
-        if autostart and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-            node.trigger_activate()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop: release below
-    finally:
-        node.release_hardware()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_lifecycle_node(node, node.release_hardware)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -29,6 +28,7 @@ from lerobot_drivers.cameras.capture import CaptureThread, Frame
 from lerobot_drivers.cameras.errors import CameraError
 from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
 from lerobot_ros.images import compressed_format, encode_jpeg, message_data, rgb_to_image
+from lerobot_ros.lifecycle_main import run_lifecycle_node
 
 IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -253,17 +253,7 @@ def main(args: list[str] | None = None) -> None:
     apply_ros_environment()
     rclpy.init(args=args)
     node = CameraNode()
-    try:
-        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-            node.trigger_activate()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop: release below
-    finally:
-        node.release()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_lifecycle_node(node, node.release)
 
 
 if __name__ == "__main__":

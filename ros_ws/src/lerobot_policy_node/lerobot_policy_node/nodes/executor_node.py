@@ -30,7 +30,7 @@ from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -52,6 +52,7 @@ from lerobot_policy_node.core.executor import (
     chunk_from_rows,
 )
 from lerobot_policy_node.nodes.ros_params import check_choice, declare
+from lerobot_ros.lifecycle_main import run_lifecycle_node
 
 OUTPUTS = ("joint_trajectory", "joint_commands", "forward_position")
 DEFAULT_TOPICS = {
@@ -461,19 +462,8 @@ def main(args: list[str] | None = None) -> None:
     sys.setswitchinterval(0.001)
     rclpy.init(args=args)
     node = ExecutorNode()
-    executor = SingleThreadedExecutor()  # callbacks only store input; the tick thread does the work
-    executor.add_node(node)
-    try:
-        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop
-    finally:
-        node._stop_thread()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    # One thread for callbacks: they only store input; the tick thread does the work.
+    run_lifecycle_node(node, node._stop_thread, SingleThreadedExecutor())
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -47,6 +46,7 @@ from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, Observat
 from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_recorder.contract import Contract, ContractError
 from lerobot_ros import executors as ros_executors
+from lerobot_ros.lifecycle_main import run_lifecycle_node
 from lerobot_ros.message_conversion import import_message_type
 
 # Parameters that change the running scheduler -> SchedulerConfig field.
@@ -446,19 +446,7 @@ def main(args: list[str] | None = None) -> None:
     apply_ros_environment()
     rclpy.init(args=args)
     node = PolicyNode()
-    executor = ros_executors.ThreadPoolExecutor(num_threads=2)
-    executor.add_node(node)
-    try:
-        if bool(node.get_parameter("autostart").value) and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-            node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop
-    finally:
-        node._stop_threads()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    run_lifecycle_node(node, node._stop_threads, ros_executors.ThreadPoolExecutor(num_threads=2))
 
 
 if __name__ == "__main__":
