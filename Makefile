@@ -8,7 +8,7 @@ test:
 	bash scripts/test.sh
 
 demo:
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(ARGS)
 
 lint:
 	bash scripts/lint.sh

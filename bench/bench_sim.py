@@ -33,7 +33,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 
 from lerobot_sim_bridge.adapters import CameraConfig, SimConfig, make_adapter
-from lerobot_sim_bridge.experts.base import make_expert
+from lerobot_sim_bridge.experts.base import run_expert_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -183,42 +183,9 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def expert_success(env_id: str, seeds: int, fps: float, max_steps: int) -> dict[str, Any]:
-    adapter = make_adapter(env_id, SimConfig(fps=fps))
-    expert = make_expert(env_id)
-    results = []
     start = time.perf_counter()
-    try:
-        for seed in range(seeds):
-            adapter.reset(seed)
-            expert.reset()
-            best_reward, steps, outcome = 0.0, 0, None
-            while steps < max_steps:
-                objects = {pose.name: pose for pose in adapter.object_poses()}
-                outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
-                best_reward = max(best_reward, outcome.reward)
-                steps += 1
-                if outcome.terminated:
-                    break
-            results.append(
-                {
-                    "seed": seed,
-                    "success": bool(outcome and outcome.success),
-                    "steps": steps,
-                    "max_reward": round(best_reward, 4),
-                }
-            )
-    finally:
-        adapter.close()
-    successes = sum(r["success"] for r in results)
-    return {
-        "episodes": seeds,
-        "successes": successes,
-        "success_rate": successes / seeds,
-        "mean_max_reward": float(np.mean([r["max_reward"] for r in results])),
-        "mean_steps": float(np.mean([r["steps"] for r in results])),
-        "wall_s": time.perf_counter() - start,
-        "episodes_detail": results,
-    }
+    result = run_expert_episodes(env_id, list(range(seeds)), fps, max_steps)
+    return {**result, "wall_s": time.perf_counter() - start}
 
 
 def main() -> None:

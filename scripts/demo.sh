@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The README's main-job command (`make demo`): demonstrations in simulation, recorded live into a LeRobot v3
-# dataset. `lerobot-ros demo record` runs launch/sim_record.launch.yaml (SO-101 MuJoCo sim bridge + scripted
-# pick-and-place expert + recorder), turns each expert episode into a dataset episode through the recorder's
-# RecordEpisode action, then prints the dataset path, a summary (episodes, frames, dropped, per-feature skew)
-# and validates the dataset. About a minute for the default 3 episodes on 2 cores.
+# The README's main-job command (`make demo`): the whole mission in simulation, about 15 minutes on 2 cores.
+# `lerobot-ros demo all` records demonstrations of the simulated SO-101 (MuJoCo sim bridge + scripted
+# pick-and-place expert + recorder -> LeRobot v3 dataset), trains ACT on them on CPU, deploys the policy with
+# the policy node and the action executor against the sim in real time on unseen seeds, and writes
+# outputs/demo/report/report.md (training curve, success vs the scripted expert, chunk latency, a GIF).
+# Everything stays in outputs/demo; running it again resumes (only missing work is done). Extra arguments go
+# to `lerobot-ros demo all` (e.g. `make demo ARGS="--episodes 50"`, or `bash scripts/demo.sh --workdir DIR`).
 set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh"
@@ -12,5 +14,5 @@ export PATH="$ROOT/.venv/bin:$PATH"
 export ROS_AUTOMATIC_DISCOVERY_RANGE=${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}
 export ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-42}
 cd "$ROOT"
-echo "==> lerobot-ros demo record --episodes ${DEMO_EPISODES:-3}"
-lerobot-ros demo record --episodes "${DEMO_EPISODES:-3}" "$@"
+echo "==> lerobot-ros demo all $*"
+lerobot-ros demo all "$@"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from lerobot_sim_bridge.adapters.base import FloatArray, ObjectPose
 from lerobot_sim_bridge.errors import UnknownEnvironmentError
@@ -44,3 +44,37 @@ def make_expert(env_id: str, hold_ticks: int = 3) -> ScriptedExpert:
     raise UnknownEnvironmentError(
         f"no scripted expert for environment {env_id!r}; experts exist for so101_pick_place and pusht"
     )
+
+
+def run_expert_episodes(env_id: str, seeds: Sequence[int], fps: float, max_steps: int) -> dict[str, Any]:
+    """The expert on `seeds` in this process (the bridge's joint-level loop, no ROS, no cameras): success per seed."""
+    from lerobot_sim_bridge.adapters import SimConfig, make_adapter
+
+    adapter = make_adapter(env_id, SimConfig(fps=fps))
+    expert = make_expert(env_id)
+    results = []
+    try:
+        for seed in seeds:
+            adapter.reset(seed)
+            expert.reset()
+            best_reward, steps, success = 0.0, 0, False
+            while steps < max_steps:
+                objects = {pose.name: pose for pose in adapter.object_poses()}
+                outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
+                best_reward = max(best_reward, outcome.reward)
+                success = success or outcome.success
+                steps += 1
+                if outcome.terminated or success:
+                    break
+            results.append({"seed": seed, "success": success, "steps": steps, "max_reward": round(best_reward, 4)})
+    finally:
+        adapter.close()
+    successes = sum(1 for r in results if r["success"])
+    return {
+        "episodes": len(results),
+        "successes": successes,
+        "success_rate": successes / len(results) if results else 0.0,
+        "mean_max_reward": sum(r["max_reward"] for r in results) / len(results) if results else 0.0,
+        "mean_steps": sum(r["steps"] for r in results) / len(results) if results else 0.0,
+        "episodes_detail": results,
+    }

@@ -2,20 +2,22 @@
 
 For each episode it calls the bridge's `sim/reset` with the next seed (objects are placed at random per
 seed), then answers every `joint_states` with a `joint_commands` message stamped like that observation
-(so a lockstep bridge steps deterministically), until the bridge reports `sim/episode_end`. It logs one
-line per episode and, with `episodes > 0`, a success summary before it exits.
+(so a lockstep bridge steps deterministically), until the bridge reports `sim/episode_end`; `pause_s` later
+it starts the next episode (a recorder saves the last one meanwhile). It logs one line per episode and, with
+`episodes > 0`, a success summary before it exits.
 """
 
 from __future__ import annotations
 
 import enum
+import time
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import rclpy
 from geometry_msgs.msg import PoseArray
-from rcl_interfaces.msg import IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -74,6 +76,16 @@ class ScriptedExpertNode(Node):
                 integer_range=[IntegerRange(from_value=1, to_value=100)],
             ),
         )
+        self.declare_parameter(
+            "pause_s",
+            0.0,
+            desc(
+                "wall seconds between the end of an episode and the next reset (time for a recorder to save it)",
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
+            ),
+        )
+        self._pause_s = float(self._param("pause_s"))
+        self._resume_at = 0.0
         self._expert: ScriptedExpert = make_expert(str(self._param("env_id")), int(self._param("hold_ticks")))
         self._episodes = int(self._param("episodes"))
         self._first_seed = int(self._param("seed"))
@@ -114,7 +126,11 @@ class ScriptedExpertNode(Node):
         return sum(1 for _, reason, _ in self._results if reason == "success")
 
     def _tick(self) -> None:
-        if self._state is _State.WAITING and self._reset_client.service_is_ready():
+        if (
+            self._state is _State.WAITING
+            and time.monotonic() >= self._resume_at
+            and self._reset_client.service_is_ready()
+        ):
             request = ResetEnv.Request(use_seed=True, seed=self._first_seed + self._index)
             self._state = _State.RESETTING
             self._reset_future = self._reset_client.call_async(request)
@@ -212,6 +228,7 @@ class ScriptedExpertNode(Node):
             )
         else:
             self._state = _State.WAITING
+            self._resume_at = time.monotonic() + self._pause_s
 
 
 def main(args: list[str] | None = None) -> None:

@@ -265,6 +265,23 @@ def test_software_stop_holds_and_refuses_chunks_until_enabled():
     assert ex.target(20 * PERIOD) == pytest.approx(held)  # crossfades from the held pose
 
 
+def test_enable_restarts_from_the_measured_pose_without_counting_the_wait_as_starvation():
+    ex = executor(blend=BlendMode.CROSSFADE, crossfade_s=0.1)
+    ex.submit(ramp_chunk(0), 0)
+    ex.target(5 * PERIOD)
+    ex.hold(5 * PERIOD)
+    moved = np.array([3.0, -2.0])  # teleoperation or a simulation reset moved the robot while stopped
+    ex.enable(moved, 40 * PERIOD)
+    assert ex.target(41 * PERIOD) == pytest.approx(moved)  # holds where the robot is, no jump back
+    assert not ex.starved and ex.starvation_s(50 * PERIOD) == 0.0  # waiting for the first chunk is not starvation
+    chunk = ramp_chunk(50 * PERIOD)
+    ex.submit(chunk, 50 * PERIOD)
+    assert ex.target(50 * PERIOD) == pytest.approx(moved)  # the new chunk fades in from the measured pose
+    assert ex.target(50 * PERIOD + NS // 10) == pytest.approx(chunk.actions[3])
+    ex.target(80 * PERIOD)  # the chunk ran out: from now on a missing chunk is starvation again
+    assert ex.starved
+
+
 def test_clock_jumping_back_drops_the_plan_and_holds():
     ex = executor(clock_jump_s=0.1)
     chunk = ramp_chunk(100 * NS)

@@ -234,10 +234,22 @@ def test_missing_topic_wrong_type_bad_field_fail_before_writing(make_bag: MakeBa
     not_numeric = _with_feature(contract, "action", field="header.frame_id", joints=None, names=["f"])
     with pytest.raises(BagError, match=r"is not numeric \(string\)"):
         convert([good], not_numeric, root)
+    not_an_array = _with_feature(contract, "action", field=["position.0", "header.0"], joints=None, names=["a", "b"])
+    with pytest.raises(BagError, match=r"'header.0' indexes \[0\] into a field that is not an array"):
+        convert([good], not_an_array, root)
     missing_joint = _with_feature(contract, "action", joints=["shoulder_pan", "elbow", "a", "b", "c", "gripper"])
     result = convert([good], missing_joint, root)
     assert "joint(s) ['elbow', 'a', 'b', 'c'] not in /follower/joint_commands" in result.failed[0]["error"]
     assert not root.exists()
+    # Numbers in a path index arrays; several paths concatenate: the first and last joint of the commands.
+    picked = _with_feature(contract, "action", field=["position.0", "position.5"], joints=None, names=["a", "b"])
+    assert not convert([good], contract, tmp_path / "full").failed
+    assert not convert([good], picked, root).failed
+    actions = np.stack([row["action"] for row in DatasetReader(root)])
+    in_units = np.stack([row["action"] for row in DatasetReader(tmp_path / "full")])
+    radians = contract.features["action"].joint_units().inverse(in_units.astype(np.float64))
+    # Without joints the converter's default (rad_to_deg) applies to every value, the gripper included.
+    np.testing.assert_allclose(actions, np.degrees(radians[:, [0, 5]]), rtol=1e-4, atol=1e-3)
 
 
 def _with_feature(contract: Contract, key: str, **changes: Any) -> Contract:

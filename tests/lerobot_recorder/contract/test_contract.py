@@ -159,6 +159,25 @@ def test_vector_without_joints_uses_field_length() -> None:
         action.vector(SimpleNamespace(data=[1.0, 2.0, 3.0]))
 
 
+def test_list_of_field_paths_with_array_indices() -> None:
+    """The sim's environment_state: block and goal positions picked out of a PoseArray."""
+    contract = load_contract(CONTRACTS / "so101_sim.yaml")
+    env = contract.features["observation.environment_state"]
+    assert env.field_paths[0] == "poses.0.position.x" and env.size == 6
+
+    def pose(x: float, y: float, z: float) -> SimpleNamespace:
+        return SimpleNamespace(position=SimpleNamespace(x=x, y=y, z=z))
+
+    msg = SimpleNamespace(poses=[pose(0.1, 0.2, 0.03), pose(-0.1, 0.25, 0.0)])
+    np.testing.assert_allclose(env.vector(msg), [0.1, 0.2, 0.03, -0.1, 0.25, 0.0], rtol=1e-6)
+    with pytest.raises(MessageMismatchError, match=r"index 1 of path 'poses.1.position.x' is out of range \(1\)"):
+        env.vector(SimpleNamespace(poses=[pose(0, 0, 0)]))
+    data = yaml.safe_load((CONTRACTS / "so101_sim.yaml").read_text())
+    data["features"]["observation.environment_state"]["field"] = []
+    with pytest.raises(ContractError, match="must be a dotted path or a list of them"):
+        Contract.from_dict(data)
+
+
 @pytest.mark.parametrize("encoding", ["rgb8", "bgr8", "mono8"])
 def test_image_decoding_to_rgb(encoding: str) -> None:
     rng = np.random.default_rng(0)

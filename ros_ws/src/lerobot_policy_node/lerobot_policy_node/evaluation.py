@@ -81,6 +81,23 @@ def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
     return policy, contract
 
 
+def _features_to_watch(contract: Any, policy: ChunkPolicy, cameras: str) -> list[str]:
+    """The policy's inputs and the action, plus a camera the bridge renders at the contract's size (for videos);
+    other contract features (a camera the bridge does not run) would only keep observations from completing."""
+    keys = [feature.key for feature in policy.inputs] + ["action"]
+    sizes = {}
+    for item in filter(None, (c.strip() for c in cameras.split(","))):
+        name, _, size = item.partition(":")
+        width, _, height = size.partition("x")
+        if width.isdigit() and height.isdigit():
+            sizes[name] = (int(height), int(width), 3)
+    for key, feature in contract.features.items():
+        parts = feature.topic.strip("/").split("/")
+        if feature.is_visual and key not in keys and len(parts) > 1 and sizes.get(parts[1]) == feature.shape:
+            keys.append(key)
+    return keys
+
+
 def _start_bridge(settings: EvalSettings, namespace: str, fps: float) -> subprocess.Popen[bytes]:
     from lerobot_ros.dds import ros_environment
 
@@ -88,7 +105,7 @@ def _start_bridge(settings: EvalSettings, namespace: str, fps: float) -> subproc
     env.setdefault("MUJOCO_GL", "egl")
     argv = [
         str(Path(sys.executable).parent / "sim_bridge"), "--ros-args", "-r", f"__ns:={namespace}",
-        "-p", f"env_id:={settings.env_id}", "-p", "mode:=lockstep", "-p", f"cameras:={settings.cameras}",
+        "-p", f"env_id:={settings.env_id}", "-p", "mode:=lockstep", "-p", f"cameras:='{settings.cameras}'",
         "-p", f"fps:={fps}", "-p", f"seed:={settings.seed}", "-p", f"max_episode_steps:={settings.max_steps}",
     ]  # fmt: skip
     log = (settings.output_dir / "sim_bridge.log").open("wb")
@@ -116,11 +133,13 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
         match_inputs(contract, policy.inputs)
     except ObservationError as err:
         raise CommandError(str(err)) from None
+    contract = contract.select(_features_to_watch(contract, policy, settings.cameras))
     action = contract.features["action"]
     fps = float(policy.fps or contract.fps)
     period_ns = round(NS / fps)
     namespace = action.topic.rsplit("/", 1)[0] or "/"
     camera_key = next((key for key, f in contract.features.items() if f.is_visual), None)
+    from lerobot_sim_bridge.errors import SimBridgeError
     from lerobot_sim_bridge.ros_env import RosRobotEnv
 
     bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None
@@ -177,6 +196,9 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
                 path = settings.output_dir / f"episode_{index:03d}.mp4"
                 _write_video(path, frames, fps)
                 videos.append(str(path))
+    except SimBridgeError as err:
+        where = f"; the bridge's log: {settings.output_dir / 'sim_bridge.log'}" if bridge is not None else ""
+        raise CommandError(f"evaluation stopped after {len(episodes)} episode(s): {err}{where}", exit_code=1) from None
     finally:
         if env is not None:
             env.close()

@@ -250,9 +250,14 @@ class ChunkExecutor:
         self._end_starvation(now_ns)
         return None if self._output is None else self._output.copy()
 
-    def enable(self) -> None:
-        """Accept chunks again; the next one blends from the held target."""
+    def enable(self, position: npt.ArrayLike | None = None, now_ns: int = 0) -> None:
+        """Accept chunks again, like a fresh start: the next chunk blends from `position` (the measured pose: the
+        robot may have been moved while stopped, by teleoperation or a simulation reset) when given, else from
+        the held target; starvation counts again from that chunk on."""
+        if position is not None:
+            self.reset(position, now_ns)
         self._enabled = True
+        self._started = False
 
     def submit(self, chunk: Chunk, now_ns: int) -> None:
         """Take `chunk` over from the current plan at time `now_ns` (raises ChunkRejected; see module docs)."""

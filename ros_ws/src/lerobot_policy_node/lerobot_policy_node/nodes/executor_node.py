@@ -271,7 +271,9 @@ class ExecutorNode(LifecycleNode):
                 response.success, response.message = False, "no chunk received yet: nothing to enable or stop"
                 return response
             if request.data:
-                executor.enable()
+                # Restart from where the robot is now: it may have moved while stopped (teleop, a sim reset).
+                measured = [self._measured.get(j) for j in self._joint_names]
+                executor.enable(None if None in measured else measured, now)
                 held = None
             else:
                 held = executor.hold(now)

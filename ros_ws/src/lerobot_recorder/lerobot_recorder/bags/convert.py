@@ -131,30 +131,36 @@ def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -
         if stamp == "header" and not info.has_header:
             raise BagError(f"bag {bag.path}: {feat.topic} ({feat.type}) has no header stamp; use --stamp receive")
         if not feat.is_image:
-            for path in filter(None, (feat.field, feat.joint_names_field if feat.joints else None)):
+            for path in (*feat.field_paths, *((feat.joint_names_field,) if feat.joints else ())):
                 _check_field_path(bag, feat, path)
 
 
 def _check_field_path(bag: BagSource, feat: FeatureContract, path: str) -> None:
+    where = f"contract {feat.source}: features.{feat.key}"
     msgtype = feat.type
-    parts = path.split(".")
-    for i, part in enumerate(parts):
+    node: Any = None
+    for part in path.split("."):
+        if part.isdigit():
+            if node is None or node[0].name not in ("ARRAY", "SEQUENCE"):
+                raise BagError(f"{where}: {path!r} indexes [{part}] into a field that is not an array")
+            node = node[1][0]
+            continue
+        if node is not None:
+            if not (node[0].name == "NAME" and node[1] in bag.typestore.fielddefs):
+                raise BagError(f"{where}: {path!r} goes into a non-message field")
+            msgtype = node[1]
         fields = dict(bag.fielddefs(msgtype))
         if part not in fields:
             raise BagError(
-                f"contract {feat.source}: features.{feat.key}: {feat.type} has no field {path!r} "
-                f"({msgtype} fields: {', '.join(fields)}); fix `field` in the contract"
+                f"{where}: {feat.type} has no field {path!r} ({msgtype} fields: {', '.join(fields)}); "
+                "fix `field` in the contract"
             )
         node = fields[part]
-        if i + 1 == len(parts) and path == feat.field and not _is_numeric(node):
-            raise BagError(
-                f"contract {feat.source}: features.{feat.key}: field {path!r} of {feat.type} is not numeric "
-                f"({_describe(node)}); vector features need numbers or arrays of numbers"
-            )
-        if i + 1 < len(parts):
-            if not (isinstance(node[1], str) and node[1] in bag.typestore.fielddefs):
-                raise BagError(f"contract {feat.source}: features.{feat.key}: {path!r} goes into a non-message field")
-            msgtype = node[1]
+    if path in feat.field_paths and not _is_numeric(node):
+        raise BagError(
+            f"{where}: field {path!r} of {feat.type} is not numeric ({_describe(node)}); vector features need "
+            "numbers or arrays of numbers"
+        )
 
 
 NUMERIC = {"bool", "byte", "char", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}

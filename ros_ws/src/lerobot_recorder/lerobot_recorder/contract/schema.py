@@ -12,7 +12,8 @@ features:
   observation.state:
     topic: /follower/joint_states
     type: sensor_msgs/msg/JointState
-    field: position          # dotted path into the message
+    field: position          # dotted path into the message (or a list of paths; numbers index arrays:
+                             # [poses.0.position.x, poses.0.position.y]), values concatenated in order
     joints: [shoulder_pan, ..., gripper]      # picked by name from the message's `name` list, in this order
     names: [shoulder_pan.pos, ..., gripper.pos]
     units: lerobot_so101
@@ -76,9 +77,16 @@ def normalize_type(msgtype: str) -> str:
 
 
 def read_field(msg: Any, path: str) -> Any:
-    """The value at dotted `path` inside `msg` (raises MessageMismatchError naming the missing part)."""
+    """The value at dotted `path` inside `msg`, a number indexing an array (MessageMismatchError names the part)."""
     value = msg
     for part in path.split("."):
+        if part.isdigit():
+            try:
+                value = value[int(part)]
+            except (IndexError, TypeError, KeyError):
+                size = len(value) if hasattr(value, "__len__") else "not an array"
+                raise MessageMismatchError(f"index {part} of path {path!r} is out of range ({size})") from None
+            continue
         if not hasattr(value, part):
             raise MessageMismatchError(f"message {type(value).__name__} has no field {part!r} (path {path!r})")
         value = getattr(value, part)
@@ -92,7 +100,7 @@ class FeatureContract:
     key: str
     topic: str
     type: str
-    field: str | None = None
+    field: str | tuple[str, ...] | None = None
     joints: tuple[str, ...] | None = None
     joint_names_field: str = "name"
     names: tuple[str, ...] | None = None
@@ -168,6 +176,13 @@ class FeatureContract:
             raise ContractError(src, f"{key}.units", f"converter {self.units!r} names joints not listed: {stray}")
 
     @property
+    def field_paths(self) -> tuple[str, ...]:
+        """The dotted paths of `field` (one, or the list the contract gave)."""
+        if self.field is None:
+            return ()
+        return (self.field,) if isinstance(self.field, str) else tuple(self.field)
+
+    @property
     def is_image(self) -> bool:
         """True for Image/CompressedImage features (video, image or depth)."""
         return self.type in IMAGE_TYPES
@@ -197,25 +212,31 @@ class FeatureContract:
 
     def raw_vector(self, msg: Any) -> npt.NDArray[np.float64]:
         """The selected values of `msg` in ROS units, in contract order (float64)."""
-        assert self.field is not None
-        raw = read_field(msg, self.field)
-        try:
-            values = np.asarray(raw, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise MessageMismatchError(
-                f"{self.key}: field {self.field!r} of {self.topic} holds {type(raw).__name__}, not numbers"
-            ) from None
+        parts = []
+        for path in self.field_paths:
+            try:
+                raw = read_field(msg, path)
+            except MessageMismatchError as err:
+                raise MessageMismatchError(f"{self.key}: {self.topic}: {err}") from None
+            try:
+                parts.append(np.asarray(raw, dtype=np.float64).reshape(-1))
+            except (TypeError, ValueError):
+                raise MessageMismatchError(
+                    f"{self.key}: field {path!r} of {self.topic} holds {type(raw).__name__}, not numbers"
+                ) from None
+        values = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        fields = ", ".join(self.field_paths)
         if self.joints is None:
             if values.size != self.size:
                 raise MessageMismatchError(
-                    f"{self.key}: field {self.field!r} of {self.topic} has {values.size} values, contract expects "
+                    f"{self.key}: field {fields!r} of {self.topic} has {values.size} values, contract expects "
                     f"{self.size}"
                 )
             return values
         names = [str(n) for n in read_field(msg, self.joint_names_field)]
         if len(names) != values.size:
             raise MessageMismatchError(
-                f"{self.key}: {self.topic} has {len(names)} names but {values.size} values in {self.field!r}"
+                f"{self.key}: {self.topic} has {len(names)} names but {values.size} values in {fields!r}"
                 + (" (the field is empty in this message)" if values.size == 0 else "")
             )
         index = {n: i for i, n in enumerate(names)}
@@ -279,6 +300,17 @@ class Contract:
             raise ContractError(src, "sync_tolerance_s", f"must be a positive number, got {tol}")
         if not self.features:
             raise ContractError(src, "features", "must declare at least one feature")
+
+    def select(self, keys: Sequence[str]) -> Contract:
+        """The same contract with only the features `keys` (e.g. what one policy reads, plus its action)."""
+        unknown = sorted(set(keys) - set(self.features))
+        if unknown:
+            raise ContractError(self.source, "features", f"has no feature(s) {unknown}")
+        raw = dict(self.raw)
+        if isinstance(raw.get("features"), Mapping):
+            raw["features"] = {k: v for k, v in raw["features"].items() if k in keys}
+        features = {k: f for k, f in self.features.items() if k in keys}
+        return dataclasses.replace(self, features=features, raw=raw)
 
     @classmethod
     def load(cls, path: str | Path) -> Contract:
@@ -381,7 +413,11 @@ def _parse_feature(source: str, key: str, spec: object, converters: Mapping[str,
     if not isinstance(units, str):
         raise ContractError(source, f"{fkey}.units", f"must name a converter, got {units!r}")
     field_name = spec.get("field", None if is_image else default_field)
-    if field_name is not None and not isinstance(field_name, str):
+    if isinstance(field_name, list):
+        if not field_name or not all(isinstance(x, str) and x for x in field_name):
+            raise ContractError(source, f"{fkey}.field", f"must be a dotted path or a list of them, got {field_name!r}")
+        field_name = tuple(field_name)
+    elif field_name is not None and not isinstance(field_name, str):
         raise ContractError(source, f"{fkey}.field", f"must be a dotted field path, got {field_name!r}")
     return FeatureContract(
         key=key,

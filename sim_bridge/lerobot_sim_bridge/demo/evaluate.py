@@ -1,0 +1,317 @@
+"""Stage 3, `lerobot-ros demo eval`: the trained policy deployed on the simulated SO-101 through the real nodes.
+
+Runs launch/sim_policy.launch.yaml (sim bridge in real time + policy node + action executor) and supervises it
+from this process: for each evaluation episode it stops the executor (`~/enable` false), resets the sim with the
+episode's seed (seeds not used for recording), waits for a chunk computed from the new episode, enables the
+executor (which restarts from the measured pose) and waits for `sim/episode_end` (success or time limit).
+Every action chunk's latency (arrival minus the stamp of the observation it was computed from) and inference
+time, the executor's diagnostics (starvation, tick jitter) and a GIF of the first episode are kept. Episodes
+already in the work folder are not run again. The scripted expert runs on the same seeds in this process (no
+ROS) for comparison.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lerobot_ros.command import CommandError
+from lerobot_sim_bridge.demo.stack import LaunchedStack, repo_file, ros_node, spin_until
+from lerobot_sim_bridge.demo.workspace import (
+    DemoLayout,
+    DemoSettings,
+    append_jsonl,
+    checkpoint_id,
+    evaluated_episodes,
+    read_jsonl,
+    trained_step,
+)
+
+NAMESPACE = "/follower"
+CAMERA = "front"
+GIF_EVERY = 2  # keep every 2nd camera frame (15 fps)
+EXECUTOR_KEYS = (
+    "chunks_accepted", "chunks_rejected", "starvation_events", "starvation_s", "max_latency_s",
+    "tick_jitter_p50_ms", "tick_jitter_p99_ms", "max_boundary_step", "max_inner_step", "steps_dropped_late",
+)  # fmt: skip
+
+
+class Supervisor:
+    """The evaluation's own node: resets, enables, and watches chunks, outcomes and diagnostics."""
+
+    def __init__(self, node: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+        from sensor_msgs.msg import Image
+        from std_msgs.msg import String
+        from std_srvs.srv import SetBool
+
+        from lerobot_msgs.msg import ActionChunk, PolicyStatus
+        from lerobot_msgs.srv import ResetEnv
+
+        self.node = node
+        self._reset = node.create_client(ResetEnv, f"{NAMESPACE}/sim/reset")
+        self._reset_type = ResetEnv.Request
+        self._enable = node.create_client(SetBool, f"{NAMESPACE}/action_executor/enable")
+        self._enable_type = SetBool.Request
+        latched = QoSProfile(
+            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
+        )
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        node.create_subscription(String, f"{NAMESPACE}/sim/episode_end", self._on_end, latched)
+        node.create_subscription(ActionChunk, "/policy/action_chunk", self._on_chunk, reliable)
+        node.create_subscription(PolicyStatus, "/policy/status", self._on_status, latched)
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
+        node.create_subscription(Image, f"/cameras/{CAMERA}/image_raw", self._on_image, qos_profile_sensor_data)
+        self.ends: list[str] = []
+        self.chunks: list[dict[str, Any]] = []
+        self.policy_status: dict[str, Any] = {}
+        self.executor: dict[str, float] = {}
+        self.frames: list[np.ndarray] | None = None
+        self._image_count = 0
+
+    def now_s(self) -> float:
+        return float(self.node.get_clock().now().nanoseconds) * 1e-9
+
+    def _on_end(self, msg: Any) -> None:
+        self.ends.append(str(msg.data))
+
+    def _on_chunk(self, msg: Any) -> None:
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self.chunks.append(
+            {
+                "chunk_id": int(msg.chunk_id),
+                "stamp": stamp,
+                "latency_s": self.now_s() - stamp,
+                "inference_s": float(msg.inference_time),
+                "horizon": int(msg.horizon),
+            }
+        )
+
+    def _on_status(self, msg: Any) -> None:
+        self.policy_status = {
+            "state": msg.state,
+            "chunks_published": int(msg.chunks_published),
+            "mean_inference_s": float(msg.mean_inference_time),
+            "stale_observations": int(msg.stale_observations),
+            "message": msg.message,
+        }
+
+    def _on_diagnostics(self, msg: Any) -> None:
+        for status in msg.status:
+            if status.name.endswith("action executor"):
+                values = {kv.key: kv.value for kv in status.values}
+                self.executor = {k: float(values[k]) for k in EXECUTOR_KEYS if k in values}
+
+    def _on_image(self, msg: Any) -> None:
+        if self.frames is None:
+            return
+        self._image_count += 1
+        if self._image_count % GIF_EVERY == 0:
+            pixels = np.frombuffer(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)[:, : msg.width * 3]
+            self.frames.append(pixels.reshape(msg.height, msg.width, 3).copy())
+
+    def call(self, client: Any, request: Any, stack: LaunchedStack, what: str) -> Any:
+        """Call a service and wait for its answer (CommandError when the stack dies or it takes > 30 s)."""
+        spin_until(self.node, client.service_is_ready, stack, 60.0, f"waiting for {client.srv_name}")
+        future = client.call_async(request)
+        spin_until(self.node, future.done, stack, 30.0, what)
+        return future.result()
+
+    def set_enabled(self, enabled: bool, stack: LaunchedStack) -> None:
+        self.call(self._enable, self._enable_type(data=enabled), stack, "switching the executor")
+
+    def reset(self, seed: int, stack: LaunchedStack) -> float:
+        response = self.call(self._reset, self._reset_type(use_seed=True, seed=seed), stack, f"resetting to {seed}")
+        if not response.success:
+            raise CommandError(f"the sim bridge refused the reset to seed {seed}: {response.message}", exit_code=1)
+        return float(response.stamp.sec + response.stamp.nanosec * 1e-9)
+
+
+def evaluate(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run the missing evaluation episodes, then summarise all of them (eval.json)."""
+    step = trained_step(layout)
+    if step == 0:
+        raise CommandError(f"no trained checkpoint in {layout.train}; run `lerobot-ros demo train` first")
+    weights = checkpoint_id(layout)
+    done = evaluated_episodes(layout)
+    if done and any(row.get("checkpoint_id") != weights for row in done):
+        say(f"eval: the checkpoint changed (now step {step}); its {len(done)} earlier episodes are evaluated again")
+        for name in ("episodes.jsonl", "chunks.jsonl", "eval.json", "executor.jsonl", "policy.jsonl"):
+            (layout.eval / name).unlink(missing_ok=True)
+        for gif in layout.eval.glob("episode_*.gif"):
+            gif.unlink()
+        done = []
+    missing = settings.eval_episodes - len(done)
+    if missing <= 0:
+        say(f"eval: {len(done)} episodes already evaluated at step {step}; nothing to run")
+    else:
+        say(
+            f"eval: {missing} episode(s) of the policy at step {step} through policy node + executor + sim bridge "
+            f"(real time), seeds {settings.eval_seed + len(done)}..{settings.eval_seed + settings.eval_episodes - 1}"
+        )
+        _run_episodes(layout, settings, (step, weights), len(done), say)
+    return summarize(layout, settings, say)
+
+
+def _run_episodes(
+    layout: DemoLayout, settings: DemoSettings, checkpoint: tuple[int, str], first: int, say: Callable[[str], None]
+) -> None:
+    fps = 30.0
+    arguments = {
+        "checkpoint": str(layout.checkpoint),
+        "cameras": f"{CAMERA}:320x240",
+        "max_episode_steps": str(round(settings.eval_max_s * fps)),
+        "seed": str(settings.eval_seed + first),
+    }
+    layout.eval.mkdir(parents=True, exist_ok=True)
+    stack = LaunchedStack(repo_file("launch/sim_policy.launch.yaml"), arguments, layout.root / "logs" / "eval.log")
+    try:
+        with ros_node("demo_eval") as node:
+            supervisor = Supervisor(node)
+            spin_until(
+                node, lambda: supervisor.policy_status.get("state") == "active", stack, 180.0, "starting the policy"
+            )
+            for index in range(first, settings.eval_episodes):
+                row = _episode(supervisor, stack, settings, index, checkpoint, layout)
+                append_jsonl(layout.eval_log, [row])
+                say(
+                    f"  episode {index} (seed {row['seed']}): {'success' if row['success'] else 'failure'} "
+                    f"({row['end']}) after {row['duration_s']:.1f} s, {row['chunks']} chunks  "
+                    f"[{index + 1}/{settings.eval_episodes}]"
+                )
+            supervisor.set_enabled(False, stack)
+            _settle(node, 1.5)  # one more diagnostics period with the final counters
+            append_jsonl(layout.eval / "executor.jsonl", [supervisor.executor])
+            append_jsonl(layout.eval / "policy.jsonl", [supervisor.policy_status])
+    finally:
+        stack.stop()
+
+
+def _settle(node: Any, seconds: float) -> None:
+    import rclpy
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+
+
+def _episode(
+    supervisor: Supervisor,
+    stack: LaunchedStack,
+    settings: DemoSettings,
+    index: int,
+    checkpoint: tuple[int, str],
+    layout: DemoLayout,
+) -> dict[str, Any]:
+    seed = settings.eval_seed + index
+    supervisor.set_enabled(False, stack)
+    ends_before = len(supervisor.ends)
+    start_stamp = supervisor.reset(seed, stack)
+    spin_until(
+        supervisor.node,
+        lambda: any(c["stamp"] >= start_stamp for c in supervisor.chunks[-3:]),
+        stack,
+        60.0,
+        f"waiting for a chunk of episode {index}",
+    )
+    if index < settings.gif_episodes:
+        supervisor.frames = []
+    first_chunk = len(supervisor.chunks)
+    supervisor.set_enabled(True, stack)
+    started = time.monotonic()
+    spin_until(
+        supervisor.node,
+        lambda: len(supervisor.ends) > ends_before,
+        stack,
+        settings.eval_max_s * 3 + 30.0,
+        f"running evaluation episode {index}",
+    )
+    duration = time.monotonic() - started
+    end = supervisor.ends[-1]
+    chunks = supervisor.chunks[first_chunk:]
+    append_jsonl(layout.chunk_log, [{"episode": index, **c} for c in chunks])
+    if supervisor.frames:
+        write_gif(layout.eval / f"episode_{index:03d}.gif", supervisor.frames, 30.0 / GIF_EVERY)
+    supervisor.frames = None
+    return {
+        "episode": index,
+        "seed": seed,
+        "success": end == "success",
+        "end": end,
+        "duration_s": round(duration, 3),
+        "chunks": len(chunks),
+        "checkpoint_step": checkpoint[0],
+        "checkpoint_id": checkpoint[1],
+    }
+
+
+def write_gif(path: Path, frames: list[np.ndarray], fps: float) -> None:
+    """An animated GIF (Pillow), looping."""
+    from PIL import Image
+
+    images = [Image.fromarray(frame) for frame in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0, optimize=False)
+
+
+SUMMED = ("chunks_accepted", "chunks_rejected", "starvation_events", "starvation_s", "steps_dropped_late")
+
+
+def merge_executor_runs(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """One set of executor figures over the stack runs of a resumed evaluation: counts add up, the rest is the max
+    (for the jitter percentiles, the worst run's)."""
+    merged: dict[str, float] = {}
+    for run in runs:
+        for key, value in run.items():
+            merged[key] = merged.get(key, 0.0) + value if key in SUMMED else max(merged.get(key, value), value)
+    return merged
+
+
+def summarize(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]) -> dict[str, Any]:
+    """eval.json: success of the policy and of the expert on the same seeds, chunk and executor statistics."""
+    import json
+
+    from lerobot_sim_bridge.experts.base import run_expert_episodes
+
+    rows = evaluated_episodes(layout)
+    chunks = read_jsonl(layout.chunk_log)
+    executor = read_jsonl(layout.eval / "executor.jsonl")
+    policy = read_jsonl(layout.eval / "policy.jsonl")
+    seeds = [int(r["seed"]) for r in rows]
+    say(f"eval: the scripted expert on the same {len(seeds)} seeds (in-process, no ROS) for comparison")
+    expert = run_expert_episodes("so101_pick_place", seeds, 30.0, round(settings.eval_max_s * 30.0))
+    latencies = np.array([c["latency_s"] for c in chunks], dtype=np.float64)
+    inference = np.array([c["inference_s"] for c in chunks], dtype=np.float64)
+
+    def percentiles(values: np.ndarray) -> dict[str, float]:
+        if not values.size:
+            return {}
+        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+                "max": float(values.max())}  # fmt: skip
+
+    successes = sum(1 for r in rows if r["success"])
+    summary = {
+        "checkpoint": str(layout.checkpoint),
+        "checkpoint_step": rows[0]["checkpoint_step"] if rows else trained_step(layout),
+        "episodes": len(rows),
+        "successes": successes,
+        "success_rate": successes / len(rows) if rows else 0.0,
+        "expert_successes": expert["successes"],
+        "expert_success_rate": expert["successes"] / len(seeds) if seeds else 0.0,
+        "seeds": seeds,
+        "per_episode": rows,
+        "expert_per_seed": expert["episodes_detail"],
+        "chunk_latency_s": percentiles(latencies),
+        "inference_s": percentiles(inference),
+        "chunks": len(chunks),
+        "executor": merge_executor_runs(executor),
+        "policy": policy[-1] if policy else {},
+        "gifs": sorted(p.name for p in layout.eval.glob("episode_*.gif")),
+    }
+    layout.eval_summary.write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

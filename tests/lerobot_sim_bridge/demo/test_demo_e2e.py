@@ -1,0 +1,94 @@
+"""`lerobot-ros demo` end to end at a tiny size: every stage through the real nodes, artifacts and report agree,
+and a second run resumes instead of starting over (the full-size demo is `make demo`, not a test)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from lerobot_recorder.dataset import DatasetReader
+from lerobot_recorder.dataset.validate import validate
+from lerobot_ros.testing import venv_script
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [venv_script("lerobot-ros"), "demo", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    return run
+
+
+def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("mujoco", reason="the SO-101 simulation needs mujoco (scripts/setup.sh installs it)")
+    work = tmp_path / "demo"
+    tiny = ["--workdir", str(work), "--episodes", "2", "--train-steps", "20", "--batch-size", "8"]
+    tiny += ["--eval-episodes", "1", "--eval-max-s", "4"]
+    first = _demo(sim_env, "all", *tiny)
+
+    # Stage 1: a valid dataset with the expert's episodes, the block/goal state and the camera.
+    dataset = work / "dataset"
+    assert validate(dataset) == []
+    reader = DatasetReader(dataset)
+    assert reader.num_episodes == 2
+    assert {"observation.state", "observation.environment_state", "action", "observation.images.front"} <= set(
+        reader.features
+    )
+    recorded = [json.loads(line) for line in (work / "record_episodes.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in recorded] == [0, 1] and all(r["saved"] for r in recorded)
+    assert sum(r["frames"] for r in recorded) == len(reader)
+
+    # Stage 2: a checkpoint at the asked step, with its log.
+    config = json.loads((work / "train/checkpoints/last/pretrained_model/config.json").read_text())
+    assert config["lerobot_ros"]["step"] == 20
+    assert config["input_features"].keys() == {"observation.state", "observation.environment_state"}
+
+    # Stage 3: the policy ran through the policy node and executor on an unseen seed.
+    evaluation = json.loads((work / "eval/eval.json").read_text())
+    assert evaluation["episodes"] == 1 and evaluation["seeds"] == [1000]
+    episode = evaluation["per_episode"][0]
+    assert episode["end"] in ("success", "time_limit") and episode["chunks"] > 0
+    assert evaluation["chunks"] == episode["chunks"] and evaluation["chunk_latency_s"]["p50"] > 0
+    assert evaluation["executor"]["chunks_accepted"] > 0 and "tick_jitter_p99_ms" in evaluation["executor"]
+    assert evaluation["expert_per_seed"][0]["seed"] == 1000
+    gif = Image.open(work / "eval/episode_000.gif")
+    assert gif.n_frames > 5 and gif.size == (320, 240)
+
+    # Stage 4: the report shows the same numbers, with its plots next to it.
+    report = (work / "report/report.md").read_text()
+    assert f"{reader.num_episodes} episodes, {len(reader)} frames" in report
+    assert f"policy success: {evaluation['successes']}/1" in report
+    assert f"on the same seeds: {evaluation['expert_successes']}/1" in report
+    for name in ("training_loss.png", "success.png", "latency.png", "episode_000.gif"):
+        assert f"({name})" in report and (work / "report" / name).stat().st_size > 0
+    assert f"report    {work / 'report/report.md'}" in first.stdout
+
+    # Resume: a second run finds every stage done; more steps or episodes add just the missing work.
+    again = _demo(sim_env, "all", *tiny).stdout
+    assert "already holds 2 episodes" in again and "is at step 20" in again and "already evaluated" in again
+    longer = _demo(sim_env, "train", "--workdir", str(work), "--train-steps", "30").stdout
+    assert "resuming" in longer and "from step 20 to 30" in longer
+    assert (
+        json.loads((work / "train/checkpoints/last/pretrained_model/config.json").read_text())["lerobot_ros"]["step"]
+        == 30
+    )
+    grown = _demo(sim_env, "record", "--workdir", str(work), "--episodes", "3").stdout
+    assert "(resuming after the 2 already there), seeds 2..2" in grown
+    assert DatasetReader(dataset).num_episodes == 3 and validate(dataset) == []
+    recorded = [json.loads(line) for line in (work / "record_episodes.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in recorded] == [0, 1, 2]
+    assert re.search(r"record: .*: 3 episodes", grown)
