@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from headline import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -141,6 +142,7 @@ def camera_figures(compressed: bool, seconds: float) -> dict[str, Any]:
         "capture_to_subscriber_p50_ms": {"value": ms(latencies, 50), "unit": "ms"},
         "capture_to_subscriber_p99_ms": {"value": ms(latencies, 99), "unit": "ms"},
         "frames_delivered": f"{len(received)}/{span}",
+        "frames_delivered_percent": {"value": round(100 * len(received) / span, 1) if span else None, "unit": "%"},
         "out_of_order": int(sum(1 for a, b in itertools.pairwise(counters) if b <= a)),
         "rate_received_hz": {"value": round(len(received) / (t1 - t0), 2), "baseline": 30.0, "unit": "Hz"},
         "camera_process_cpu_percent": {"value": round(100 * (cpu1 - cpu0) / (t1 - t0), 1), "unit": "% of one core"},
@@ -247,6 +249,26 @@ def teleop_figures(moves: int) -> dict[str, Any]:
     }
 
 
+def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per camera mode latency, delivery and camera CPU; teleop latency. The issue sets no targets, and there is
+    no baseline in this bench (raw and JPEG are two modes of the same node, not a baseline and an improvement)."""
+    rows = []
+    for mode, label in (("raw_rgb8", "raw rgb8"), ("compressed_jpeg_q90", "JPEG q90")):
+        camera = results["camera_640x480_30fps"][mode]
+        for q in ("p50", "p99"):
+            value = camera[f"capture_to_subscriber_{q}_ms"]["value"]
+            rows.append(figure(f"capture -> subscriber {q}, {label} 640x480 @ 30 fps", value, "ms"))
+        rows += [
+            figure(f"frames delivered, {label}", camera["frames_delivered_percent"]["value"], "% of captured"),
+            figure(f"camera process CPU, {label}", camera["camera_process_cpu_percent"]["value"], "% of one core"),
+        ]
+    teleop = results["teleop_so101_fake_buses"]
+    for q in ("p50", "p99"):
+        value = teleop[f"leader_read_to_follower_write_{q}_ms"]["value"]
+        rows.append(figure(f"teleop leader read -> follower write {q}, SO-101 fake buses", value, "ms"))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short windows (smoke run)")
@@ -261,6 +283,7 @@ def main() -> int:
         "teleop_so101_fake_buses": teleop_figures(40 if args.quick else 150),
     }
     results["machine"]["load_after"] = os.getloadavg()
+    results = {"headline": headline(results), **results}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "cameras_teleop.json"
     out.write_text(json.dumps(results, indent=2) + "\n")

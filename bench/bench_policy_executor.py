@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from headline import figure
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 CHUNK_S = 1.0
@@ -319,6 +320,64 @@ def ratio(base: float | None, ours: float | None) -> float | None:
     return round(base / ours, 3) if ours > 0 else None
 
 
+def pick(result: dict[str, Any], *keys: str) -> Any:
+    """result[k1][k2]..., or None where the run failed or the figure is missing."""
+    value: Any = result
+    for key in keys:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def mrad(rad: float | None) -> float | None:
+    return None if rad is None else round(rad * 1e3, 3)
+
+
+def headline(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per configuration: the issue's targets (loop jitter, chunk boundary step, starvation) and command gaps,
+    ours against the synchronous baseline of the same run."""
+    sync = "synchronous loop (inference inside the control timer), same policy, same run"
+    rows = []
+    for entry in results:
+        ours, base = entry["ours"], entry["baseline"]
+        rate, factor = entry["rate_hz"], entry["inference_delay_x_chunk"]
+        where = f"{rate:g} Hz, inference {factor:g}x chunk"
+        inner = mrad(pick(ours, "max_inner_step_rad"))
+        rows += [
+            figure(
+                f"command loop jitter p99 (sending stamps), {where}",
+                pick(ours, "stamp_jitter_ms", "p99"),
+                "ms",
+                baseline=pick(base, "stamp_jitter_ms", "p99"),
+                baseline_what=sync,
+                target="<= 2 ms (issue #9, at 100 Hz)" if rate == 100 else None,
+            ),
+            figure(
+                f"largest command step at chunk boundaries, {where}",
+                mrad(pick(ours, "max_boundary_step_rad")),
+                "mrad",
+                baseline=mrad(pick(base, "max_boundary_step_rad")),
+                baseline_what=sync,
+                target=None if inner is None else f"<= {inner:g} mrad (largest step inside a chunk; issue #9)",
+            ),
+            figure(
+                f"executor starvation (holding without a plan), {where}",
+                pick(ours, "executor", "starvation_s"),
+                "s",
+                target="== 0 s (issue #9: whenever inference <= 0.8x chunk)" if factor <= 0.8 else None,
+            ),
+            figure(
+                f"time without commands (gaps > 1.5 periods), {where}",
+                pick(ours, "stream_gaps", "time_s"),
+                f"s in {entry['recorded_s']:g} s",
+                baseline=pick(base, "stream_gaps", "time_s"),
+                baseline_what=sync,
+            ),
+        ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="recorded seconds per configuration")
@@ -341,7 +400,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for rate in rates:
             for factor in delays:
-                entry: dict[str, Any] = {"rate_hz": rate, "inference_delay_x_chunk": factor}
+                entry: dict[str, Any] = {"rate_hz": rate, "inference_delay_x_chunk": factor, "recorded_s": args.seconds}
                 for system in ("ours", "baseline"):
                     entry[system] = run_system(system, factor, rate, args.seconds, Path(tmp))
                     print(json.dumps({"rate": rate, "delay": factor, system: entry[system]}), flush=True)
@@ -361,6 +420,7 @@ def main() -> None:
         load = handle.read().split()[:3]
     report = {
         "bench": "policy_executor",
+        "headline": headline(results),
         "chunk_duration_s": CHUNK_S,
         "recorded_s_per_config": args.seconds,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_at_end": load},

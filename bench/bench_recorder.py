@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from headline import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -167,6 +168,8 @@ def live_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "-p",
             f"video_codec:={args.codec}",
             "-p",
+            f"latency_s:={args.latency}",
+            "-p",
             "shutdown_when_done:=true",
             "-p",
             "min_free_mb:=50.0",
@@ -260,6 +263,26 @@ def direct_writer(args: argparse.Namespace, work: Path, frames: int) -> dict[str
     }
 
 
+def headline(args: argparse.Namespace, live: dict[str, Any], direct: dict[str, Any]) -> list[dict[str, Any]]:
+    """Drops against issue #6's target (none), encoder lag, cost; the direct writer's speed for comparison.
+    The bench has no baseline (LeRobot's guidance is a load level, not a measured figure)."""
+
+    def counted(value: int | None) -> int | None:
+        return None if value is None or value < 0 else value  # -1: the recorder published no diagnostics
+
+    where = f"{args.cameras} x {args.width}x{args.height} @ 30 fps, {args.codec}, {args.duration:g} s"
+    written = 100 * live["frames_written"] / live["frames_expected"] if live["frames_expected"] else None
+    return [
+        figure(f"frames dropped, {where}", counted(live["dropped"]), "frames", target="== 0 (issue #6: none dropped)"),
+        figure(f"frames written, {where}", written, "% of duration x fps"),
+        figure(f"encoder lag max, {where}", live["max_encoder_lag_frames"], "frames"),
+        figure(f"recorder CPU, {where}", live["recorder"]["cpu_percent_of_one_core"], "% of one core"),
+        figure(f"recorder peak RSS, {where}", live["recorder"]["peak_rss_mb"], "MB"),
+        figure(f"save after the episode, {where}", live["save_s"], "s"),
+        figure(f"direct DatasetWriter, same frames, {args.codec}", direct["realtime_factor_at_30fps"], "x real time"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a 20 s run")
@@ -279,6 +302,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = {
+        "headline": headline(args, live, direct),
         "load": f"{args.cameras} cameras {args.width}x{args.height} @ 30 fps + joints @ 100 Hz, codec {args.codec}",
         "latency_s": args.latency,
         "machine": f"{os.cpu_count()} cores, load average at the end {os.getloadavg()[0]:.1f}",

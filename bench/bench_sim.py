@@ -31,6 +31,7 @@ from typing import Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
+from headline import figure
 
 from lerobot_sim_bridge.adapters import CameraConfig, SimConfig, make_adapter
 from lerobot_sim_bridge.experts.base import run_expert_episodes
@@ -154,8 +155,15 @@ def bridge_rtf(cameras: tuple[CameraConfig, ...], seconds: float) -> dict[str, A
         elapsed = time.monotonic() - start
         cpu = process_cpu_seconds(process.pid) - cpu_start
     finally:
+        # Keep reading while the bridge stops, so that its reliable publishers never wait on this subscriber.
         process.terminate()
-        process.wait(timeout=20)
+        deadline = time.monotonic() + 20.0
+        while process.poll() is None and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        stopped_by = "SIGTERM" if process.poll() is not None else "SIGKILL (no exit 20 s after SIGTERM)"
+        if process.poll() is None:
+            process.kill()
+            process.wait()
         executor.shutdown(timeout_sec=2.0)
         node.destroy_node()
         context.try_shutdown()
@@ -170,6 +178,7 @@ def bridge_rtf(cameras: tuple[CameraConfig, ...], seconds: float) -> dict[str, A
         "step_ms": 1e3 / (FPS * rtf) if rtf else None,
         "cpu_ms_per_step": 1e3 * cpu / (steps_per_s * elapsed) if steps_per_s else None,
         "joint_states_per_s_received": states / elapsed,
+        "bridge_stopped_by": stopped_by,
         "frames_received_per_camera_per_joint_state": {
             c.name: (counts[c.name] / states if states else 0.0) for c in cameras
         },
@@ -186,6 +195,44 @@ def expert_success(env_id: str, seeds: int, fps: float, max_steps: int) -> dict[
     start = time.perf_counter()
     result = run_expert_episodes(env_id, list(range(seeds)), fps, max_steps)
     return {**result, "wall_s": time.perf_counter() - start}
+
+
+def headline(per_config: dict[str, Any], experts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per camera configuration the bridge against the adapter alone (same run); the experts' success rates."""
+    core_what = "the adapter alone in this process (step + render, no ROS), same cameras, same run"
+    targets = {"1x320x240": ">= 2 (DESIGN.md: one 320x240 camera runs about 2x real time on 2 cores)"}
+    rows = []
+    for name, config in per_config.items():
+        core, bridge = config["core"], config["bridge"]
+        rows += [
+            figure(
+                f"sim_bridge real-time factor, {name}",
+                bridge["real_time_factor"],
+                "x real time",
+                baseline=core["real_time_factor"],
+                baseline_what=core_what,
+                target=targets.get(name),
+            ),
+            figure(
+                f"sim_bridge CPU per step, {name}",
+                bridge["cpu_ms_per_step"],
+                "CPU ms",
+                baseline=core["cpu_ms_per_step"],
+                baseline_what=core_what,
+            ),
+        ]
+    floors = {"so101_pick_place": ">= 80 % (issue #5 floor, sim_bridge README: 4 of seeds 0..4)"}
+    for env_id, result in experts.items():
+        rate = 100 * result["success_rate"]
+        rows.append(
+            figure(
+                f"scripted expert success, {env_id}",
+                rate,
+                f"% of {result['episodes']} seeds",
+                target=floors.get(env_id),
+            )
+        )
+    return rows
 
 
 def main() -> None:
@@ -232,6 +279,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {
         "benchmark": "sim_bridge",
+        "headline": headline(per_config, experts),
         "quick": args.quick,
         "machine": {
             "cpus": os.cpu_count(),

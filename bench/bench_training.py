@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from headline import figure
 from torch.utils.data import DataLoader
 
 from lerobot_recorder.dataset import DatasetReader, DatasetWriter, FeatureSpec
@@ -167,6 +168,46 @@ def bench_inference(policy: Policy, height: int, width: int, runs: int) -> dict[
     }
 
 
+def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Decoding against per-frame seeking; per policy training and inference cost, diffusion against DDPM 100.
+    The issue sets no targets."""
+    decode = results["decode"]
+    seek: dict[str, Any] = {
+        "baseline": decode["per_frame_samples_per_s"]["value"],
+        "baseline_what": "per-frame seek + decode for every sample (no episode cache), same run",
+    }
+    rows = [
+        figure("decode, episode cache, first epoch", decode["cached_cold_samples_per_s"]["value"], "samples/s", **seek),
+        figure(
+            "decode, episode cache, later epochs", decode["cached_warm_samples_per_s"]["value"], "samples/s", **seek
+        ),
+    ]
+    ddpm = results["inference"].get("diffusion_cpu_ddpm100")
+
+    def against_ddpm(name: str, key: str) -> dict[str, Any]:
+        if name != "diffusion_cpu" or ddpm is None:
+            return {}
+        what = "DDPM with 100 steps (LeRobot's default sampler), same model, same run"
+        return {"baseline": ddpm[key]["value"], "baseline_what": what}
+
+    for name, train in results["train"].items():
+        inference = results["inference"][name]
+        rows += [
+            figure(f"training, {name}", train["samples_per_s"]["value"], train["samples_per_s"]["unit"]),
+            figure(f"training CPU per sample, {name}", train["model_cpu_s_per_sample"]["value"], "CPU s"),
+            figure(
+                f"inference per chunk p50, {name}", inference["p50_ms"]["value"], "ms", **against_ddpm(name, "p50_ms")
+            ),
+            figure(
+                f"inference CPU per chunk p50, {name}",
+                inference["cpu_ms_p50"]["value"],
+                "CPU ms",
+                **against_ddpm(name, "cpu_ms_p50"),
+            ),
+        ]
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller images and fewer steps (smoke run)")
@@ -221,6 +262,7 @@ def main() -> int:
         ddim["cpu_ms_p50"]["baseline"] = round(baseline["cpu_ms_p50"]["value"], 1)
         results["inference"]["diffusion_cpu_ddpm100"] = baseline
         reader.close()
+    results = {"headline": headline(results), **results}
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "training.json"
     out.write_text(json.dumps(results, indent=2) + "\n")

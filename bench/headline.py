@@ -8,9 +8,9 @@ Each benchmark's JSON has a top-level `"headline"` list of records made by `figu
 
 `baseline` is measured in the same run (or null when the benchmark has none); `target` comes from the
 issue or README that set it (or null). A target is `<op> <number>[x baseline] [words]` or
-`<op> baseline [words]`, with `<op>` one of `>=`, `<=`, `>`, `<`, `==`; the words after it are for the
-reader. `met` is computed from value, baseline and target: null when there is no target or a number it
-needs is missing.
+`<op> baseline [words]`, with `<op>` one of `>=`, `<=`, `>`, `<`, `==` (or `≥`, `≤`; `×` for `x`); the words
+after it are for the reader. `met` is computed from value, baseline and target: null when there is no target
+or a number it needs is missing.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def target_met(value: Any, baseline: Any, target: str | None) -> bool | None:
     """Whether `value` meets `target` (which may refer to `baseline`); None when that cannot be decided."""
     if target is None:
         return None
-    match = _TARGET.match(target)
+    match = _TARGET.match(target.replace("≥", ">=").replace("≤", "<=").replace("×", "x"))
     if match is None:
         raise TargetError(f"target {target!r} is not '<op> <number>[x baseline] [words]' or '<op> baseline [words]'")
     measured = number(value)

@@ -177,13 +177,13 @@ def iso(epoch: float) -> str:
 
 
 def cell(value: Any) -> str:
-    """Markdown table cell text: numbers to 4 significant digits, missing as an en dash, no pipes or newlines."""
+    """Markdown table cell text: numbers to 4 significant digits (whole from 10000), missing as an en dash."""
     if value is None or value == "":
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "**no**"
     if isinstance(value, (int, float)):
-        return f"{value:.4g}"
+        return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 

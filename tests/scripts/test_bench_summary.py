@@ -157,6 +157,8 @@ def test_markdown_headline_table_then_details(results: Path) -> None:
     ("value", "baseline", "target", "met"),
     [
         (4.0, 2.0, ">= 2x baseline", True),
+        (4.0, 2.0, "≥ 2× baseline", True),
+        (4.5, None, ">= 4x real time", True),
         (3.9, 2.0, ">= 2x baseline", False),
         (0.9, 1.0, "<= baseline (the largest step inside)", True),
         (0.0, None, "== 0 s", True),
