@@ -26,6 +26,7 @@ def convert(
     split: str = "one-per-bag",
     jobs: int = 1,
     append: bool = False,
+    codec: str = "h264",
     **options: Any,
 ) -> ConversionResult:
     """convert_bags with test defaults (h264 for speed)."""
@@ -36,4 +37,4 @@ def convert(
         split=SplitRule.parse(split),
         **options,
     )
-    return convert_bags(bags, opts, root=root, repo_id="test/bags", append=append, codec="h264", jobs=jobs)
+    return convert_bags(bags, opts, root=root, repo_id="test/bags", append=append, codec=codec, jobs=jobs)

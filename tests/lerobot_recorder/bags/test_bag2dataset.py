@@ -18,10 +18,11 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.pipeline import report_path_for
+from lerobot_recorder.bags.pipeline import DEFAULT_CODEC, report_path_for
 from lerobot_recorder.bags.synthetic import NS, SyntheticBagSpec, camera_pixels, contract_for
 from lerobot_recorder.contract import Contract
 from lerobot_recorder.dataset import DatasetReader
+from lerobot_recorder.dataset.layout import STAGING_DIR
 from lerobot_recorder.dataset.validate import validate
 
 MakeBag = Callable[..., Path]
@@ -144,6 +145,29 @@ def test_parallel_conversion_equals_serial(make_bag: MakeBag, tmp_path: Path) ->
     assert [e["frames"] for e in parallel.episodes] == [e["frames"] for e in serial.episodes]
     assert _data_rows(tmp_path / "serial") == _data_rows(tmp_path / "parallel")
     assert validate(tmp_path / "parallel") == []
+
+
+def test_parallel_video_conversion_equals_serial(make_bag: MakeBag, tmp_path: Path) -> None:
+    """Workers encode whole episodes in their own processes; the parent commits them in bag order."""
+    spec = SyntheticBagSpec(duration_s=0.6, height=48, width=64, noise=3.0)
+    bags = [make_bag(f"bag{i}", duration_s=0.6, height=48, width=64, noise=3.0, seed=i) for i in range(3)]
+    contract = contract_for(spec, camera_dtype="video")
+    roots = {jobs: tmp_path / f"jobs{jobs}" for jobs in (1, 2)}
+    results = {jobs: convert(bags, contract, root, jobs=jobs, codec=DEFAULT_CODEC) for jobs, root in roots.items()}
+    assert [e["bag"] for e in results[2].episodes] == [str(b) for b in bags]
+    assert [e["frames"] for e in results[2].episodes] == [e["frames"] for e in results[1].episodes]
+    assert all("worker_cpu_s" in bag for bag in results[2].bags)
+    assert _data_rows(roots[1]) == _data_rows(roots[2])
+    for name in ("meta/stats.json", "meta/info.json", "meta/tasks.parquet"):
+        assert (roots[1] / name).read_bytes() == (roots[2] / name).read_bytes(), name
+    assert pq.read_table(roots[1] / "meta/episodes").equals(pq.read_table(roots[2] / "meta/episodes"))
+    with DatasetReader(roots[1]) as serial, DatasetReader(roots[2]) as parallel:
+        assert len(serial) == len(parallel) == results[1].frames
+        for i in range(len(serial)):
+            for key in ("observation.images.front", "observation.images.wrist"):
+                np.testing.assert_array_equal(serial[i][key], parallel[i][key], err_msg=f"{key} frame {i}")
+    assert validate(roots[2]) == []
+    assert not list((roots[2] / STAGING_DIR).glob("worker-*"))  # the workers' staging folders are gone
 
 
 def test_append_adds_episodes_and_refuses_another_schema(make_bag: MakeBag, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from dataset_synthetic import camera_features, create, write_episodes
 
 from lerobot_recorder.dataset import DatasetReader, DatasetWriter
 from lerobot_recorder.dataset.validate import validate
+from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -106,7 +107,7 @@ def assert_written_frames(
             index += 1
 
 
-@pytest.mark.parametrize("codec", ["libsvtav1", "h264"])
+@pytest.mark.parametrize("codec", list(VIDEO_ENCODINGS))
 def test_lerobot_loads_episodes_tasks_and_cameras(tmp_path: Path, codec: str) -> None:
     root = tmp_path / "ours"
     with create(root, video_codec=codec) as writer:
@@ -127,6 +128,19 @@ def test_lerobot_loads_rolled_over_and_resumed_dataset(tmp_path: Path) -> None:
     assert validate(root) == []
     assert len(list((root / "data").glob("*/*.parquet"))) > 2
     assert len(list((root / "videos" / FRONT).glob("chunk-001/*.mp4"))) >= 1
+    loaded = load_with_lerobot(tmp_path, root, DELTAS)
+    assert_written_frames(loaded, written)
+    assert_same_as_our_reader(root, loaded, DELTAS)
+
+
+def test_lerobot_loads_episodes_of_two_h264_settings_in_separate_files(tmp_path: Path) -> None:
+    root = tmp_path / "ours"
+    with create(root, video_codec="h264") as writer:
+        written = write_episodes(writer, [6, 5], ["a"])
+    with DatasetWriter.open(root, video_codec="h264-ultrafast") as writer:
+        written += write_episodes(writer, [7, 4], ["b"], first_episode=2)
+    assert validate(root) == []
+    assert len(list((root / "videos" / FRONT).glob("*/*.mp4"))) == 2
     loaded = load_with_lerobot(tmp_path, root, DELTAS)
     assert_written_frames(loaded, written)
     assert_same_as_our_reader(root, loaded, DELTAS)

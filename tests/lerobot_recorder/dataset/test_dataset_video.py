@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dataset_synthetic import camera_features, create, write_episodes
+from dataset_synthetic import camera_features, create, make_frame, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter
+from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EpisodeStateError
+from lerobot_recorder.dataset.staging import EpisodeStager
 from lerobot_recorder.dataset.validate import validate
+from lerobot_recorder.dataset.video import VIDEO_CODECS, VIDEO_ENCODINGS, probe
 
 FRONT = "observation.images.front"
 WRIST = "observation.images.wrist"
@@ -44,14 +46,15 @@ def assert_frames_match(reader: DatasetReader, written: list[list[dict[str, obje
             index += 1
 
 
-@pytest.mark.parametrize("codec", ["libsvtav1", "h264"])
+@pytest.mark.parametrize("codec", list(VIDEO_ENCODINGS))
 def test_video_and_image_round_trip(tmp_path: Path, codec: str) -> None:
     root = tmp_path / "ds"
     with create(root, video_codec=codec) as writer:
         written = write_episodes(writer, [12, 7, 9], ["pick the cube", "place the cube"])
     assert validate(root) == []
     info = json.loads((root / "meta/info.json").read_text())
-    assert info["features"][FRONT]["info"]["video.codec"] == {"libsvtav1": "av1", "h264": "h264"}[codec]
+    declared = info["features"][FRONT]["info"]["video.codec"]
+    assert declared == VIDEO_CODECS[codec] == probe(next((root / "videos" / FRONT).glob("*/*.mp4"))).codec
     assert info["features"][FRONT]["info"]["video.pix_fmt"] == "yuv420p"
     with DatasetReader(root) as reader:
         assert reader.tasks == ["pick the cube", "place the cube"]
@@ -120,3 +123,52 @@ def test_resume_appends_to_existing_files(tmp_path: Path) -> None:
         assert reader.episodes[2][f"videos/{FRONT}/from_timestamp"] == pytest.approx(11 / 30)
         assert_frames_match(reader, first + second)
     assert len(list((root / "data").glob("*/*.parquet"))) == 1
+
+
+def test_another_setting_of_the_codec_starts_a_new_video_file(tmp_path: Path) -> None:
+    """h264 and h264-ultrafast streams differ in SPS/PPS: one mp4 cannot hold both, so the episode rolls over."""
+    root = tmp_path / "ds"
+    with create(root, video_codec="h264") as writer:
+        written = write_episodes(writer, [6, 5], ["a"])
+    with DatasetWriter.open(root, video_codec="h264-ultrafast") as writer:
+        written += write_episodes(writer, [7], ["b"], first_episode=2)
+    with DatasetWriter.open(root, video_codec="h264-ultrafast") as writer:
+        written += write_episodes(writer, [4], ["b"], first_episode=3)
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        files = [(e[f"videos/{FRONT}/file_index"], e[f"videos/{FRONT}/from_timestamp"]) for e in reader.episodes]
+        assert files == [(0, 0.0), (0, pytest.approx(6 / 30)), (1, 0.0), (1, pytest.approx(7 / 30))]
+        assert_frames_match(reader, written)
+
+
+def test_open_picks_the_default_codec_only_when_it_fits_the_dataset(tmp_path: Path) -> None:
+    for stored, expected in (("h264", "h264-ultrafast"), ("libsvtav1", "libsvtav1")):
+        root = tmp_path / stored
+        with create(root, video_codec=stored) as writer:
+            write_episodes(writer, [3], ["a"])
+        with DatasetWriter.open(root, default_codec="h264-ultrafast") as writer:
+            assert writer.video_codec == expected
+        with DatasetWriter.open(root) as writer:
+            assert writer.video_codec == stored  # LeRobot's encoding of the stored codec
+
+
+def test_commit_staged_takes_episodes_recorded_apart_and_refuses_other_settings(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with create(root, video_codec="h264") as writer:
+        write_episodes(writer, [4], ["a"])
+        settings = writer.stager_settings()
+        stager = EpisodeStager(writer.worker_staging_dir("x") / "ep", task="b", **settings)
+        frames = [make_frame(writer.features, 1, step, 5) for step in range(5)]
+        for frame in frames:
+            stager.add_frame(frame)
+        assert writer.commit_staged(stager.finish()) == 1
+        assert not (writer.worker_staging_dir("x") / "ep").exists()
+        other = EpisodeStager(tmp_path / "other", **{**settings, "codec": "libsvtav1"}, task="c")
+        other.add_frame(frames[0])
+        with pytest.raises(EpisodeStateError, match="codec libsvtav1"):
+            writer.commit_staged(other.finish())
+        assert not (tmp_path / "other").exists()  # a refused staged episode is removed too
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        assert reader.num_episodes == 2 and reader.tasks == ["a", "b"]
+        assert_frames_match(reader, [frames], start_episode=1)

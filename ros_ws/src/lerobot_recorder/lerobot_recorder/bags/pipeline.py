@@ -1,30 +1,30 @@
 """Bags -> one LeRobot v3 dataset: check every bag first, convert (serially or with worker processes), write
 episodes in bag order through `DatasetWriter`, and keep a sync report next to the dataset.
 
-Parallel conversion: each bag is read, aligned and decoded in its own worker process and streams its frames
-through a bounded queue; the parent writes bag after bag in command-line order, so the dataset is the same as
-a serial run's and memory stays bounded (a worker that runs ahead blocks on its queue).
+Parallel conversion (`jobs` > 1): each bag is converted in its own worker process, up to `jobs` at a time:
+read, aligned, decoded and encoded there into episodes staged on disk (`EpisodeStager`, inside the dataset's
+staging area). The parent commits the staged episodes bag after bag in command-line order
+(`DatasetWriter.commit_staged`: stream copies and metadata, no pixels), so the dataset equals a serial run's.
+Frames never cross between processes; a worker's memory is what a serial run needs for one bag.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
+import pickle
 import queue as queue_mod
 import resource
 import shutil
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import shared_memory
 from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
-
-import numpy as np
-import numpy.typing as npt
 
 from lerobot_recorder.bags.convert import (
     BagEvent,
@@ -41,9 +41,12 @@ from lerobot_recorder.bags.reader import BagSource
 
 if TYPE_CHECKING:
     from lerobot_recorder.dataset import DatasetWriter
+    from lerobot_recorder.dataset.staging import EpisodeStager, StagedEpisode
 
-QUEUE_FRAMES = 16
 WORKER_POLL_S = 1.0
+PROGRESS_EVERY = 30  # frames between a worker's progress messages
+# What `bag2dataset` encodes with when --codec is not given (measured; see the package README).
+DEFAULT_CODEC = "h264-ultrafast"
 
 
 @dataclass
@@ -92,174 +95,164 @@ def preflight(bags: Sequence[Path], options: ConvertOptions) -> list[str]:
     return problems
 
 
-@dataclass(frozen=True)
-class _PictureLayout:
-    """Where each picture feature of a frame lies inside one shared-memory slot."""
+@dataclass
+class _Staged:
+    """A worker staged an episode: its report, and where the pickled `StagedEpisode` lies."""
 
-    fields: tuple[tuple[str, tuple[int, ...], str, int], ...]  # key, shape, dtype, byte offset
-    slot_bytes: int
+    episode: EpisodeEvent
+    staged_file: Path
 
-    @classmethod
-    def for_contract(cls, options: ConvertOptions) -> _PictureLayout:
-        fields = []
-        offset = 0
-        for key, feat in options.contract.features.items():
-            if not feat.is_image:
-                continue
-            depth = feat.dtype == "depth"
-            shape = (feat.shape[0] * feat.shape[1],) if depth else tuple(feat.shape)
-            dtype = "float32" if depth else "uint8"
-            fields.append((key, shape, dtype, offset))
-            offset += int(np.prod(shape)) * np.dtype(dtype).itemsize
-        return cls(tuple(fields), max(offset, 1))
-
-    @property
-    def keys(self) -> frozenset[str]:
-        """The picture features."""
-        return frozenset(f[0] for f in self.fields)
-
-    def views(self, shm: shared_memory.SharedMemory, slot: int) -> dict[str, npt.NDArray[Any]]:
-        """Arrays over slot `slot` of the shared block, one per picture feature."""
-        buf = shm.buf
-        assert buf is not None, "shared memory block is closed"
-        base = slot * self.slot_bytes
-        return {
-            key: np.ndarray(shape, dtype=dtype, buffer=buf, offset=base + offset)
-            for key, shape, dtype, offset in self.fields
-        }
+    def load(self) -> StagedEpisode:
+        staged: StagedEpisode = pickle.loads(self.staged_file.read_bytes())
+        return staged
 
 
 @dataclass
-class _SharedFrame:
-    """A FrameEvent whose pictures wait in shared-memory slot `slot` (vectors travel in the message)."""
+class _Progress:
+    """A worker added `frames` more frames to its episodes."""
 
-    slot: int
-    vectors: dict[str, npt.NDArray[Any]]
+    frames: int
 
 
-SLOTS_PER_WORKER = 8
+@dataclass
+class _WriteFailed:
+    """A worker's stager refused a frame or failed to encode (the whole conversion stops, as in a serial run)."""
+
+    error: str
+
+
+_WorkerMessage = Event | _Staged | _Progress | _WriteFailed
 
 
 def _worker_main(
     path: str,
     options: ConvertOptions,
-    out: multiprocessing.Queue[Event | _SharedFrame | None],
-    free: multiprocessing.Queue[int],
-    shm_name: str,
+    settings: dict[str, Any],
+    staging: Path,
+    out: multiprocessing.Queue[_WorkerMessage | None],
 ) -> None:
-    """Worker process: stream one bag's events into `out`, pictures through shared memory."""
-    # The parent creates and unlinks the block; fork-server workers share its resource tracker.
-    shm = shared_memory.SharedMemory(name=shm_name)
-    layout = _PictureLayout.for_contract(options)
+    """Worker process: convert one bag into episodes staged under `staging`; only small messages go to `out`."""
+    from lerobot_recorder.dataset import DatasetError
+    from lerobot_recorder.dataset.staging import EpisodeStager
+
+    stager: EpisodeStager | None = None
+    count = 0
+    unreported = 0
     try:
         for event in bag_events(path, options):
-            if isinstance(event, FrameEvent):
-                slot = free.get()
-                views = layout.views(shm, slot)
-                for key, view in views.items():
-                    view[...] = event.values[key]
-                del views
-                out.put(_SharedFrame(slot, {k: v for k, v in event.values.items() if k not in layout.keys}))
+            if isinstance(event, EpisodeStartEvent):
+                stager = EpisodeStager(staging / f"episode-{count:06d}", task=event.task, **settings)
+                count += 1
+            elif isinstance(event, FrameEvent):
+                assert stager is not None, "a frame before its episode started"
+                stager.add_frame(event.values)
+                unreported += 1
+                if unreported == PROGRESS_EVERY:
+                    out.put(_Progress(unreported))
+                    unreported = 0
+            elif isinstance(event, EpisodeEvent) and stager is not None:
+                staged = stager.finish()
+                stager = None
+                staged_file = staged.dir / "staged.pickle"
+                staged_file.write_bytes(pickle.dumps(staged))
+                out.put(_Staged(event, staged_file))
             else:
                 if isinstance(event, BagEvent):
+                    if stager is not None:
+                        stager.abort()
+                        stager = None
                     usage = resource.getrusage(resource.RUSAGE_SELF)
                     event.info["worker_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
                     event.info["worker_peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
                 out.put(event)
+    except DatasetError as err:
+        out.put(_WriteFailed(str(err)))
     except Exception as err:
         # A bug, not bad input (bag_events reports that itself): tell the parent, then fail loudly here too.
         out.put(BagEvent(path, {}, error=f"worker failed: {type(err).__name__}: {err}"))
         raise
     finally:
+        if stager is not None:
+            stager.abort()
+        if unreported:
+            out.put(_Progress(unreported))
         out.put(None)
-        shm.close()
 
 
-def _parallel_events(bags: Sequence[Path], options: ConvertOptions, jobs: int) -> Iterator[Event]:
-    """Events of every bag in order, produced by up to `jobs` worker processes.
+def _parallel_events(
+    bags: Sequence[Path], options: ConvertOptions, jobs: int, writer: DatasetWriter
+) -> Generator[Event | _Staged | _Progress, None, None]:
+    """Messages of every bag's worker, in bag order; up to `jobs` workers convert at a time.
 
-    Pictures cross from worker to parent through a shared-memory ring of `SLOTS_PER_WORKER` frames per worker
-    (pickling 1.8 MB per frame through a pipe costs more CPU than decoding it); a slot is handed back once the
-    consumer has passed the frame to the writer (which copies pictures before `add_frame` returns).
+    A worker's messages are small (its episodes wait on disk), so a worker that is done exits even before
+    the parent reads them, and the next bag's worker starts.
     """
-    # Not fork: the parent runs encoder threads. The fork server starts once with the converter imported,
-    # so each worker starts in milliseconds instead of re-importing numpy/rosbags/cv2.
+    # Not fork: the parent may run threads. The fork server starts once with the converter and the stager
+    # imported, so each worker starts in milliseconds instead of re-importing numpy/rosbags/av.
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["lerobot_recorder.bags.convert"])
-    layout = _PictureLayout.for_contract(options)
-    pending = deque(bags)
-    running: deque[_Worker] = deque()
+    ctx.set_forkserver_preload(["lerobot_recorder.bags.convert", "lerobot_recorder.dataset.staging"])
+    settings = writer.stager_settings()
+    pending = deque(enumerate(bags))
+    started: deque[_Worker] = deque()
 
     def start_more() -> None:
-        while pending and len(running) < jobs:
-            path = pending.popleft()
-            shm = shared_memory.SharedMemory(create=True, size=layout.slot_bytes * SLOTS_PER_WORKER)
-            out: multiprocessing.Queue[Event | _SharedFrame | None] = ctx.Queue(QUEUE_FRAMES)
-            free: multiprocessing.Queue[int] = ctx.Queue()
-            for slot in range(SLOTS_PER_WORKER):
-                free.put(slot)
-            proc = ctx.Process(target=_worker_main, args=(str(path), options, out, free, shm.name), daemon=True)
+        while pending and sum(worker.proc.is_alive() for worker in started) < jobs:
+            number, path = pending.popleft()
+            out: multiprocessing.Queue[_WorkerMessage | None] = ctx.Queue()
+            staging = writer.worker_staging_dir(f"{number:05d}")
+            proc = ctx.Process(target=_worker_main, args=(str(path), options, settings, staging, out), daemon=True)
             proc.start()
-            running.append(_Worker(path, proc, out, free, shm))
+            started.append(_Worker(path, proc, out, staging))
 
     try:
         start_more()
-        while running:
-            worker = running[0]
+        while started:
+            worker = started[0]
             finished = False
             while True:
                 try:
-                    event = worker.out.get(timeout=WORKER_POLL_S)
+                    message = worker.out.get(timeout=WORKER_POLL_S)
                 except queue_mod.Empty:
+                    start_more()
                     if not worker.proc.is_alive():
                         if not finished:
                             code = worker.proc.exitcode
                             yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} died (exit {code})")
                         break
                     continue
-                if event is None:
+                if message is None:
                     if not finished:
                         yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} ended without a result")
                     break
-                finished = finished or isinstance(event, BagEvent)
-                if isinstance(event, _SharedFrame):
-                    values = {**event.vectors, **layout.views(worker.shm, event.slot)}
-                    yield FrameEvent(values)
-                    del values
-                    worker.free.put(event.slot)
-                else:
-                    yield event
+                if isinstance(message, _WriteFailed):
+                    from lerobot_recorder.dataset import DatasetError
+
+                    raise DatasetError(message.error)
+                finished = finished or isinstance(message, BagEvent)
+                if isinstance(message, _Progress):
+                    start_more()
+                yield message
             worker.proc.join()
-            running.popleft()
-            worker.release()
+            started.popleft()
+            shutil.rmtree(worker.staging, ignore_errors=True)
             start_more()
     finally:
-        for worker in running:
+        for worker in started:
             if worker.proc.is_alive():
                 worker.proc.terminate()
             worker.proc.join()
-            worker.release()
+            shutil.rmtree(worker.staging, ignore_errors=True)
 
 
 @dataclass
 class _Worker:
     path: Path
     proc: ForkServerProcess
-    out: multiprocessing.Queue[Event | _SharedFrame | None]
-    free: multiprocessing.Queue[int]
-    shm: shared_memory.SharedMemory
-
-    def release(self) -> None:
-        """Free the shared memory once the worker has exited."""
-        self.shm.unlink()
-        try:
-            self.shm.close()
-        except BufferError:
-            # A frame view is still referenced somewhere; the mapping goes away with it (already unlinked).
-            return
+    out: multiprocessing.Queue[_WorkerMessage | None]
+    staging: Path
 
 
-def _serial_events(bags: Sequence[Path], options: ConvertOptions) -> Iterator[Event]:
+def _serial_events(bags: Sequence[Path], options: ConvertOptions) -> Generator[Event, None, None]:
     for path in bags:
         yield from bag_events(path, options)
 
@@ -275,7 +268,10 @@ def _open_writer(
     if root.exists() and (root / "meta" / "info.json").exists():
         if not append:
             raise BagError(f"{root} already holds a dataset; pass --append to add episodes to it")
-        return DatasetWriter.open(root, expect_features=specs, expect_fps=contract.fps, video_codec=codec), False
+        writer = DatasetWriter.open(
+            root, expect_features=specs, expect_fps=contract.fps, video_codec=codec, default_codec=DEFAULT_CODEC
+        )
+        return writer, False
     if root.exists() and any(root.iterdir()):
         raise BagError(f"{root} exists and is not a LeRobot dataset; choose an empty or new --output")
     writer = DatasetWriter.create(
@@ -284,7 +280,7 @@ def _open_writer(
         fps=contract.fps,
         features=specs,
         robot_type=contract.robot_type,
-        video_codec=codec or "libsvtav1",
+        video_codec=codec or DEFAULT_CODEC,
         contract=contract.to_dict(),
     )
     return writer, True
@@ -326,10 +322,20 @@ def convert_bags(
         from tqdm import tqdm
 
         bar = tqdm(unit="frame", desc="bag2dataset", file=progress_stream or sys.stderr, dynamic_ncols=True)
-    events = _serial_events(bags, options) if jobs <= 1 or len(bags) == 1 else _parallel_events(bags, options, jobs)
+    events: Generator[Event | _Staged | _Progress, None, None] = (
+        _serial_events(bags, options) if jobs <= 1 or len(bags) == 1 else _parallel_events(bags, options, jobs, writer)
+    )
+
+    def saved(index: int, event: EpisodeEvent) -> None:
+        entry = {"episode_index": index, **event.report}
+        result.episodes.append(entry)
+        result.frames += event.frames
+        if on_episode is not None:
+            on_episode(entry)
+
     in_episode = False
     try:
-        with writer:
+        with writer, contextlib.closing(events):
             for event in events:
                 if isinstance(event, EpisodeStartEvent):
                     writer.start_episode(event.task)
@@ -338,15 +344,15 @@ def convert_bags(
                     writer.add_frame(event.values)
                     if bar is not None:
                         bar.update(1)
+                elif isinstance(event, _Progress):
+                    if bar is not None:
+                        bar.update(event.frames)
+                elif isinstance(event, _Staged):
+                    saved(writer.commit_staged(event.load()), event.episode)
                 elif isinstance(event, EpisodeEvent):
                     if in_episode:
-                        index = writer.save_episode()
                         in_episode = False
-                        entry = {"episode_index": index, **event.report}
-                        result.episodes.append(entry)
-                        result.frames += event.frames
-                        if on_episode is not None:
-                            on_episode(entry)
+                        saved(writer.save_episode(), event)
                     else:
                         result.skipped.append(event.report)
                         if on_episode is not None:

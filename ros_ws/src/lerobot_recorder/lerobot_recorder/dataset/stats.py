@@ -159,6 +159,19 @@ def camera_stats_from_histograms(histograms: npt.NDArray[Any], frames_sampled: i
     return stats
 
 
+def histogram_file_stats(path: Path, frames: int) -> FeatureStats:
+    """Camera statistics over LeRobot's sample of the first `frames` histograms spilled to `path`."""
+    if frames == 0:
+        raise ValueError("no frames recorded")
+    table = np.memmap(path, dtype=np.uint32, mode="r", shape=(frames, 3, 256))
+    indices = sample_indices(frames)
+    summed = np.zeros((3, 256), dtype=np.float64)
+    for i in indices:  # a frame sampled twice counts twice, as in LeRobot
+        summed += table[i]
+    del table
+    return camera_stats_from_histograms(summed, len(indices))
+
+
 class CameraHistograms:
     """Per-frame channel histograms of one camera for one episode, spilled to `path`."""
 
@@ -178,18 +191,14 @@ class CameraHistograms:
         self._file.write(frame_histogram(frame).tobytes())
         self._frames += 1
 
+    @property
+    def path(self) -> Path:
+        return self._path
+
     def stats(self) -> FeatureStats:
         """Statistics over LeRobot's sample of the frames recorded so far."""
         self._file.flush()
-        if self._frames == 0:
-            raise ValueError("no frames recorded")
-        table = np.memmap(self._path, dtype=np.uint32, mode="r", shape=(self._frames, 3, 256))
-        indices = sample_indices(self._frames)
-        summed = np.zeros((3, 256), dtype=np.float64)
-        for i in indices:  # a frame sampled twice counts twice, as in LeRobot
-            summed += table[i]
-        del table
-        return camera_stats_from_histograms(summed, len(indices))
+        return histogram_file_stats(self._path, self._frames)
 
     def close(self) -> None:
         self._file.close()

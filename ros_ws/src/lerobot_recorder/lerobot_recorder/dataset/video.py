@@ -1,9 +1,12 @@
 """Video encoding (streaming, one thread per camera), mp4 concatenation and frame decoding (PyAV).
 
-Encoder settings follow LeRobot 0.4.4: libsvtav1 with pix_fmt yuv420p, g=2, crf=30,
-preset=12; h264 (libx264) with g=2, crf=30. Episodes are encoded to their own mp4 in the
-staging folder while they are recorded, then appended to the camera's dataset file by a
-stream copy (no re-encoding), as LeRobot's concat demuxer does.
+Encoder settings are named (`VIDEO_ENCODINGS`; the name is what `video_codec` / `--codec` take):
+`libsvtav1` and `h264` are LeRobot 0.4.4's (yuv420p, g=2, crf=30; SVT-AV1 preset 12, libx264's default
+preset medium); `h264-ultrafast` is libx264's fastest preset at the same crf and GOP, one encoder thread per
+camera (measured choice for offline conversion, see the package README). Episodes are encoded to their own
+mp4 in the staging folder while they are recorded, then appended to the camera's dataset file by a stream
+copy (no re-encoding), as LeRobot's concat demuxer does -- only when both streams have the same parameters
+(`same_stream`), otherwise the episode starts a new file.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -25,26 +28,75 @@ import numpy.typing as npt
 
 from lerobot_recorder.dataset.errors import DecoderError, EncoderError
 
-VIDEO_CODECS: dict[str, str] = {"libsvtav1": "av1", "h264": "h264"}
 PIX_FMT = "yuv420p"
 GOP = 2
 CRF = 30
 SVTAV1_PRESET = 12
 
 
+@dataclass(frozen=True)
+class VideoEncoding:
+    """A named set of encoder settings: what `DatasetWriter(video_codec=...)` and `--codec` take."""
+
+    name: str
+    encoder: str  # FFmpeg encoder
+    codec: str  # the stream's codec, as info.json's `video.codec` names it
+    options: Mapping[str, str]
+    threads: int | None  # encoder threads per camera; None: FFmpeg's default
+    description: str
+
+
+VIDEO_ENCODINGS: dict[str, VideoEncoding] = {
+    enc.name: enc
+    for enc in (
+        VideoEncoding(
+            "libsvtav1",
+            "libsvtav1",
+            "av1",
+            {"g": str(GOP), "crf": str(CRF), "preset": str(SVTAV1_PRESET)},
+            None,
+            "LeRobot 0.4.4's default: SVT-AV1 preset 12, crf 30, g 2",
+        ),
+        VideoEncoding(
+            "h264",
+            "libx264",
+            "h264",
+            {"g": str(GOP), "crf": str(CRF)},
+            None,
+            "LeRobot 0.4.4's h264: libx264 preset medium, crf 30, g 2",
+        ),
+        VideoEncoding(
+            "h264-ultrafast",
+            "libx264",
+            "h264",
+            {"g": str(GOP), "crf": str(CRF), "preset": "ultrafast"},
+            1,
+            "libx264 preset ultrafast, crf 30, g 2, one thread per camera",
+        ),
+    )
+}
+# Encoding name -> the codec info.json declares.
+VIDEO_CODECS: dict[str, str] = {name: enc.codec for name, enc in VIDEO_ENCODINGS.items()}
+# The codec info.json declares -> the encoding used when appending without naming one (LeRobot's).
+LEROBOT_ENCODING: dict[str, str] = {"av1": "libsvtav1", "h264": "h264"}
+
+
+def video_encoding(name: str) -> VideoEncoding:
+    """The encoder settings called `name`; EncoderError for an unknown name."""
+    try:
+        return VIDEO_ENCODINGS[name]
+    except KeyError:
+        raise EncoderError(f"video codec {name!r} is not supported; use one of {', '.join(VIDEO_ENCODINGS)}") from None
+
+
 def codec_options(codec: str) -> dict[str, str]:
-    """Encoder options LeRobot uses for `codec`."""
-    if codec not in VIDEO_CODECS:
-        raise EncoderError(f"video codec {codec!r} is not supported; use one of {', '.join(VIDEO_CODECS)}")
-    options = {"g": str(GOP), "crf": str(CRF)}
-    if codec == "libsvtav1":
-        options["preset"] = str(SVTAV1_PRESET)
-    return options
+    """FFmpeg encoder options of the encoding called `codec`."""
+    return dict(video_encoding(codec).options)
 
 
 def check_frame_size(codec: str, height: int, width: int) -> None:
     """Raise EncoderError when `codec` cannot encode (height, width) frames in yuv420p."""
-    if codec == "h264" and (height % 2 or width % 2):
+    if video_encoding(codec).codec == "h264" and (height % 2 or width % 2):
         raise EncoderError(
             f"h264 in yuv420p needs an even frame height and width, got {height}x{width}; "
             "use libsvtav1, crop the frames, or store the camera as an 'image' feature"
@@ -59,12 +111,15 @@ class EpisodeVideoEncoder:
         self.frames = 0
         # SVT-AV1 prints its configuration and warnings to stderr; keep errors only.
         os.environ.setdefault("SVT_LOG", "1")
+        encoding = video_encoding(codec)
         try:
             self._container: Any = av.open(str(path), mode="w", format="mp4")
-            stream: Any = self._container.add_stream(codec, rate=fps, options=codec_options(codec))
+            stream: Any = self._container.add_stream(encoding.encoder, rate=fps, options=dict(encoding.options))
             stream.width = width
             stream.height = height
             stream.pix_fmt = PIX_FMT
+            if encoding.threads is not None:
+                stream.codec_context.thread_count = encoding.threads
             self._stream: Any = stream
         except (av.FFmpegError, ValueError) as err:
             raise EncoderError(f"cannot start the {codec} encoder for {path.name}: {err}") from None
@@ -190,6 +245,30 @@ def probe(path: Path) -> VideoProbe:
         raise DecoderError(f"cannot read video {path}: {err}") from None
     finally:
         container.close()
+
+
+def stream_parameters(path: Path) -> tuple[str, int, int, str, bytes]:
+    """Codec, width, height, pixel format and extradata (decoder setup) of the first video stream of `path`."""
+    try:
+        container: Any = av.open(str(path))
+    except av.FFmpegError as err:
+        raise DecoderError(f"cannot read video {path}: {err}") from None
+    try:
+        ctx = container.streams.video[0].codec_context
+        return (ctx.codec.canonical_name, ctx.width, ctx.height, ctx.pix_fmt or "", bytes(ctx.extradata or b""))
+    except IndexError:
+        raise DecoderError(f"{path} holds no video stream") from None
+    finally:
+        container.close()
+
+
+def same_stream(a: Path, b: Path) -> bool:
+    """True when `b` can be stream-copied after `a` into one mp4: same codec, size, format and decoder setup.
+
+    Different encoder settings of one codec (libx264 presets) give different extradata (SPS/PPS); an mp4
+    holds one, so such episodes go to separate files.
+    """
+    return stream_parameters(a) == stream_parameters(b)
 
 
 def frame_times(path: Path) -> npt.NDArray[np.float64]:

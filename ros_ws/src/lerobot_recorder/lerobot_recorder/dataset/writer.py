@@ -3,9 +3,11 @@
 Design of the atomic commit (see the package README for the long version):
 
 * While an episode is recorded nothing under data/, videos/ or meta/ changes. Frames go to
-  `<root>/.lerobot_ros_staging/episode-XXXXXX/`: numeric values stay in memory (small), every
-  camera has a worker thread that encodes video frames into the episode's own mp4 (or PNG-encodes
-  `image` frames into a spill file) and records the channel histograms for the statistics.
+  `<root>/.lerobot_ros_staging/episode-XXXXXX/` through an `EpisodeStager` (staging.py): numeric
+  values stay in memory (small), every camera has a worker thread that encodes video frames into
+  the episode's own mp4 (or PNG-encodes `image` frames into a spill file) and records the channel
+  histograms for the statistics. Episodes staged elsewhere (the bag converter's worker processes,
+  under `worker_staging_dir`) are committed the same way by `commit_staged`.
 * `save_episode()` writes every file that changes as a complete new file in the staging folder
   (parquet with footer, mp4 with the episode appended by stream copy, tasks, stats, info), fsyncs
   them, writes a journal naming the renames, then renames each file over its final name and
@@ -24,13 +26,11 @@ import fcntl
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -50,11 +50,9 @@ from lerobot_recorder.dataset.features import (
     FeatureSpec,
     arrow_type,
     bookkeeping_features,
-    coerce_value,
     hf_feature,
     validate_feature_key,
 )
-from lerobot_recorder.dataset.images import encode_png
 from lerobot_recorder.dataset.layout import (
     CODEBASE_VERSION,
     DATA_PATH,
@@ -73,14 +71,15 @@ from lerobot_recorder.dataset.layout import (
     size_mb,
 )
 from lerobot_recorder.dataset.meta import DatasetMeta, write_tasks
+from lerobot_recorder.dataset.staging import EpisodeStager, StagedEpisode
 from lerobot_recorder.dataset.video import (
+    LEROBOT_ENCODING,
     PIX_FMT,
     VIDEO_CODECS,
-    EpisodeVideoEncoder,
-    FrameWorker,
     check_frame_size,
     codec_options,
     concatenate,
+    same_stream,
 )
 
 JOURNAL_NAME = "commit-journal.json"
@@ -159,27 +158,6 @@ class _Commit:
         journal.unlink()
 
 
-@dataclass
-class _Camera:
-    spec: FeatureSpec
-    worker: FrameWorker
-    histograms: stats_mod.CameraHistograms
-    encoder: EpisodeVideoEncoder | None = None
-    png_file: IO[bytes] | None = None
-    png_path: Path | None = None
-    png_spans: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass
-class _Episode:
-    index: int
-    task: str
-    dir: Path
-    values: dict[str, list[Any]]
-    cameras: dict[str, _Camera]
-    frames: int = 0
-
-
 class DatasetWriter:
     """Writes LeRobot v3.0 datasets: `create` a new one or `open` an existing one to append episodes.
 
@@ -194,7 +172,8 @@ class DatasetWriter:
         self._codec = video_codec
         self._lock = lock
         self._max_pending = max_pending
-        self._episode: _Episode | None = None
+        self._episode: EpisodeStager | None = None
+        self._episode_index = 0
         self._closed = False
         self._stats_cache: list[stats_mod.EpisodeStats] | None = None
 
@@ -285,12 +264,14 @@ class DatasetWriter:
         expect_fps: int | None = None,
         video_codec: str | None = None,
         max_pending_frames: int = 64,
+        default_codec: str | None = None,
     ) -> DatasetWriter:
         """Open an existing dataset to append episodes; finishes an interrupted commit first.
 
         With `expect_features` (and `expect_fps`), raises SchemaMismatchError naming every
-        difference between the dataset's schema and the expected one. The video codec defaults
-        to the one the dataset's videos already use.
+        difference between the dataset's schema and the expected one. Without `video_codec`, the
+        encoding is `default_codec` when that encodes the codec the dataset's videos use, else
+        LeRobot's encoding of that codec.
         """
         root = Path(root)
         if not (root / INFO_PATH).is_file():
@@ -316,10 +297,13 @@ class DatasetWriter:
                 if spec.dtype == "video" and spec.info is not None
             }
             existing.discard(None)
-            by_name = {name: codec for codec, name in VIDEO_CODECS.items()}
             codec = video_codec
             if codec is None:
-                codec = by_name.get(str(next(iter(existing))), "libsvtav1") if existing else "libsvtav1"
+                stored = str(next(iter(existing))) if existing else None
+                if default_codec is not None and (stored is None or VIDEO_CODECS.get(default_codec) == stored):
+                    codec = default_codec
+                else:
+                    codec = LEROBOT_ENCODING.get(stored or "", "libsvtav1")
             codec_options(codec)
             for spec in meta.features.values():
                 if spec.is_video:
@@ -367,9 +351,7 @@ class DatasetWriter:
     @property
     def encode_lag_frames(self) -> int:
         """The largest number of frames still waiting in a camera worker's queue."""
-        if self._episode is None:
-            return 0
-        return max((cam.worker.pending for cam in self._episode.cameras.values()), default=0)
+        return self._episode.encode_lag_frames if self._episode is not None else 0
 
     def _check_open(self) -> None:
         if self._closed:
@@ -380,58 +362,19 @@ class DatasetWriter:
         self._check_open()
         if self._episode is not None:
             raise EpisodeStateError(
-                f"episode {self._episode.index} is still open; save_episode() or discard_episode() first"
+                f"episode {self._episode_index} is still open; save_episode() or discard_episode() first"
             )
-        if not isinstance(task, str) or not task.strip():
-            raise FeatureError("task must be a non-empty string describing the episode")
         index = self._meta.total_episodes
-        directory = self._root / STAGING_DIR / f"episode-{index:06d}"
-        if directory.exists():
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True)
-        values: dict[str, list[Any]] = {}
-        cameras: dict[str, _Camera] = {}
-        episode = _Episode(index=index, task=task, dir=directory, values=values, cameras=cameras)
-        try:
-            for key, spec in self.features.items():
-                if spec.is_camera:
-                    cameras[key] = self._start_camera(directory, key, spec)
-                else:
-                    values[key] = []
-        except BaseException:
-            self._abort_episode(episode)
-            raise
-        self._episode = episode
-        return index
-
-    def _start_camera(self, directory: Path, key: str, spec: FeatureSpec) -> _Camera:
-        histograms = stats_mod.CameraHistograms(directory / f"{key}.hist")
-        if spec.dtype == "video":
-            height, width, _ = spec.shape
-            encoder = EpisodeVideoEncoder(
-                directory / f"{key}.mp4", codec=self._codec, fps=self.fps, height=height, width=width
-            )
-
-            def consume_video(frame: npt.NDArray[np.uint8]) -> None:
-                encoder.encode(frame)
-                histograms.add(frame)
-
-            worker = FrameWorker(key, consume_video, self._max_pending)
-            return _Camera(spec=spec, worker=worker, histograms=histograms, encoder=encoder)
-        png_path = directory / f"{key}.png-frames"
-        png_file = png_path.open("wb")
-        spans: list[tuple[int, int]] = []
-
-        def consume_image(frame: npt.NDArray[np.uint8]) -> None:
-            data = encode_png(frame)
-            spans.append((png_file.tell(), len(data)))
-            png_file.write(data)
-            histograms.add(frame)
-
-        worker = FrameWorker(key, consume_image, self._max_pending)
-        return _Camera(
-            spec=spec, worker=worker, histograms=histograms, png_file=png_file, png_path=png_path, png_spans=spans
+        self._episode = EpisodeStager(
+            self._root / STAGING_DIR / f"episode-{index:06d}",
+            self.features,
+            fps=self.fps,
+            codec=self._codec,
+            task=task,
+            max_pending=self._max_pending,
         )
+        self._episode_index = index
+        return index
 
     def add_frame(self, frame: dict[str, Any]) -> None:
         """Add one frame: a value for every user feature (index/timestamp/... are added by the writer).
@@ -440,45 +383,17 @@ class DatasetWriter:
         frame is then not added), EncoderError when a camera's encoder has failed.
         """
         self._check_open()
-        episode = self._episode
-        if episode is None:
+        if self._episode is None:
             raise EpisodeStateError("add_frame() before start_episode()")
-        features = self.features
-        unknown = sorted(set(frame) - set(features))
-        if unknown:
-            hint = " (the task is given to start_episode, not per frame)" if "task" in unknown else ""
-            raise FeatureError(
-                f"unknown feature(s) {', '.join(map(repr, unknown))}; the dataset has {', '.join(features)}{hint}"
-            )
-        missing = [key for key in features if key not in frame]
-        if missing:
-            raise FeatureError(f"frame lacks feature(s) {', '.join(map(repr, missing))}")
-        checked = {key: coerce_value(key, spec, frame[key]) for key, spec in features.items()}
-        for key, value in checked.items():
-            if key in episode.cameras:
-                # The caller may reuse its buffer once we return: the worker gets its own copy.
-                episode.cameras[key].worker.put(np.array(value, copy=True))
-            else:
-                episode.values[key].append(value)
-        episode.frames += 1
+        self._episode.add_frame(frame)
 
     def discard_episode(self) -> None:
         """Drop the episode being recorded; the dataset on disk is unchanged."""
         self._check_open()
         if self._episode is None:
             raise EpisodeStateError("discard_episode() without an open episode")
-        self._abort_episode(self._episode)
+        self._episode.abort()
         self._episode = None
-
-    def _abort_episode(self, episode: _Episode) -> None:
-        for camera in episode.cameras.values():
-            camera.worker.abort()
-            if camera.encoder is not None:
-                camera.encoder.abort()
-            if camera.png_file is not None:
-                camera.png_file.close()
-            camera.histograms.close()
-        shutil.rmtree(episode.dir, ignore_errors=True)
 
     def save_episode(self) -> int:
         """Commit the episode being recorded atomically; returns its episode index.
@@ -487,35 +402,58 @@ class DatasetWriter:
         DatasetError). If the final renames fail, the writer closes and the next `open` finishes them.
         """
         self._check_open()
-        episode = self._episode
-        if episode is None:
+        stager = self._episode
+        if stager is None:
             raise EpisodeStateError("save_episode() without an open episode")
         self._episode = None
         try:
-            if episode.frames == 0:
-                raise EpisodeStateError(f"episode {episode.index} has no frames; discard it instead")
-            for camera in episode.cameras.values():
-                camera.worker.finish()
-                if camera.encoder is not None:
-                    camera.encoder.finish()
-                if camera.png_file is not None:
-                    camera.png_file.close()
-            self._commit(episode)
+            staged = stager.finish()
+        except EpisodeStateError as err:
+            raise EpisodeStateError(f"episode {self._episode_index}: {err}") from None
         except OSError as err:
-            self._abort_episode(episode)
-            raise DatasetError(f"saving episode {episode.index} failed: {err}; the dataset is unchanged") from err
-        except BaseException:
-            self._abort_episode(episode)
-            raise
-        shutil.rmtree(episode.dir, ignore_errors=True)
-        return episode.index
+            raise DatasetError(f"saving episode {self._episode_index} failed: {err}; the dataset is unchanged") from err
+        return self.commit_staged(staged)
+
+    def worker_staging_dir(self, name: str) -> Path:
+        """A folder inside this dataset's staging area where another process may stage episodes
+        (`EpisodeStager`) for `commit_staged`; removed with the rest of the staging area at the next open."""
+        return self._root / STAGING_DIR / f"worker-{name}"
+
+    def stager_settings(self) -> dict[str, Any]:
+        """Keyword arguments (picklable) for an `EpisodeStager` whose episodes this writer can commit."""
+        return {"features": self.features, "fps": self.fps, "codec": self._codec, "max_pending": self._max_pending}
+
+    def commit_staged(self, staged: StagedEpisode) -> int:
+        """Commit an episode staged by `EpisodeStager` (in this process or another); returns its index.
+
+        The staged files are removed afterwards, also when the commit fails (the dataset then stays as it was).
+        """
+        try:
+            self._check_open()
+            if self._episode is not None:
+                raise EpisodeStateError(
+                    f"episode {self._episode_index} is open; save or discard it before committing a staged one"
+                )
+            if staged.codec != self._codec or schema_differences(dict(staged.features), self.features):
+                raise EpisodeStateError(
+                    f"the staged episode was recorded with codec {staged.codec} and features "
+                    f"{', '.join(staged.features)}; this writer uses {self._codec} and {', '.join(self.features)}"
+                )
+            index = self._meta.total_episodes
+            try:
+                self._commit(index, staged)
+            except OSError as err:
+                raise DatasetError(f"saving episode {index} failed: {err}; the dataset is unchanged") from err
+            return index
+        finally:
+            staged.discard()
 
     def close(self) -> None:
         """Discard an unsaved episode and release the dataset."""
         if self._closed:
             return
         if self._episode is not None:
-            self._abort_episode(self._episode)
+            self._episode.abort()
             self._episode = None
         self._closed = True
         self._lock.close()
@@ -528,20 +466,14 @@ class DatasetWriter:
     ) -> None:
         self.close()
 
-    def _episode_table(self, episode: _Episode, start_index: int, task_index: int) -> pa.Table:
+    def _episode_table(self, episode: StagedEpisode, index: int, start_index: int, task_index: int) -> pa.Table:
         n = episode.frames
         columns: dict[str, pa.Array] = {}
         for key, spec in self._meta.features.items():
             if spec.dtype == "video" or key in BOOKKEEPING_DTYPES:
                 continue
             if spec.dtype == "image":
-                camera = episode.cameras[key]
-                assert camera.png_path is not None
-                blobs: list[bytes] = []
-                with camera.png_path.open("rb") as f:
-                    for start, length in camera.png_spans:
-                        f.seek(start)
-                        blobs.append(f.read(length))
+                blobs = episode.cameras[key].png_blobs()
                 paths = [f"frame-{i:06d}.png" for i in range(n)]
                 columns[key] = pa.StructArray.from_arrays(
                     [pa.array(blobs, pa.binary()), pa.array(paths, pa.string())], names=["bytes", "path"]
@@ -557,7 +489,7 @@ class DatasetWriter:
         frame_index = np.arange(n, dtype=np.int64)
         columns["timestamp"] = pa.array((frame_index / self.fps).astype(np.float32))
         columns["frame_index"] = pa.array(frame_index)
-        columns["episode_index"] = pa.array(np.full(n, episode.index, dtype=np.int64))
+        columns["episode_index"] = pa.array(np.full(n, index, dtype=np.int64))
         columns["index"] = pa.array(frame_index + start_index)
         columns["task_index"] = pa.array(np.full(n, task_index, dtype=np.int64))
         hf = {key: hf_feature(spec) for key, spec in self._meta.features.items() if spec.dtype != "video"}
@@ -567,14 +499,13 @@ class DatasetWriter:
         )
         return pa.Table.from_arrays(list(columns.values()), schema=schema)
 
-    def _episode_stats(self, episode: _Episode, table: pa.Table) -> stats_mod.EpisodeStats:
+    def _episode_stats(self, episode: StagedEpisode, table: pa.Table) -> stats_mod.EpisodeStats:
         result: stats_mod.EpisodeStats = {}
         for key, spec in self._meta.features.items():
             if spec.dtype == "string":
                 continue
             if spec.is_camera:
-                result[key] = episode.cameras[key].histograms.stats()
-                episode.cameras[key].histograms.close()
+                result[key] = episode.cameras[key].stats(episode.frames)
             elif key in BOOKKEEPING_DTYPES:
                 result[key] = stats_mod.vector_stats(table.column(key).to_numpy().reshape(-1, 1))
             else:
@@ -594,20 +525,20 @@ class DatasetWriter:
             if (int(row[f"{prefix}/chunk_index"]), int(row[f"{prefix}/file_index"])) == (ref.chunk, ref.file)
         ]
 
-    def _commit(self, episode: _Episode) -> None:
+    def _commit(self, index: int, episode: StagedEpisode) -> None:
         """Stage every changed file, then rename them into place through the journal."""
         meta = self._meta
         info = json.loads(json.dumps(meta.info))
-        commit = _Commit(self._root, episode.index)
+        commit = _Commit(self._root, index)
 
         tasks = list(meta.tasks)
         if episode.task not in tasks:
             tasks.append(episode.task)
         start_index = meta.total_frames
-        table = self._episode_table(episode, start_index, tasks.index(episode.task))
+        table = self._episode_table(episode, index, start_index, tasks.index(episode.task))
         ep_stats = self._episode_stats(episode, table)
 
-        row: dict[str, Any] = {"episode_index": episode.index, "tasks": [episode.task], "length": episode.frames}
+        row: dict[str, Any] = {"episode_index": index, "tasks": [episode.task], "length": episode.frames}
         row.update(self._stage_videos(commit, episode, info))
         row.update(self._stage_data(commit, episode, table, info))
         row["dataset_from_index"] = start_index
@@ -623,10 +554,10 @@ class DatasetWriter:
             self._stats_cache = [meta.episode_stats(r) for r in meta.episodes]
         dataset_stats = stats_mod.to_json(stats_mod.aggregate([*self._stats_cache, ep_stats]))
         commit.temp_for(STATS_PATH).write_text(json.dumps(dataset_stats, indent=4))
-        info["total_episodes"] = episode.index + 1
+        info["total_episodes"] = index + 1
         info["total_frames"] = start_index + episode.frames
         info["total_tasks"] = len(tasks)
-        info["splits"] = {"train": f"0:{episode.index + 1}"}
+        info["splits"] = {"train": f"0:{index + 1}"}
         commit.temp_for(INFO_PATH).write_text(json.dumps(info, indent=4))
 
         try:
@@ -637,8 +568,7 @@ class DatasetWriter:
             self._lock.close()
             if isinstance(err, Exception):
                 raise DatasetError(
-                    f"committing episode {episode.index} failed ({err}); DatasetWriter.open({self._root}) "
-                    "finishes the commit"
+                    f"committing episode {index} failed ({err}); DatasetWriter.open({self._root}) finishes the commit"
                 ) from err
             raise
         meta.info = info
@@ -648,18 +578,23 @@ class DatasetWriter:
         meta.stats = dataset_stats
         self._stats_cache.append(meta.episode_stats(meta.episodes[-1]))
 
-    def _stage_videos(self, commit: _Commit, episode: _Episode, info: dict[str, Any]) -> dict[str, Any]:
-        """Each camera's mp4 with the episode appended (or a new file); returns the episode's video columns."""
+    def _stage_videos(self, commit: _Commit, episode: StagedEpisode, info: dict[str, Any]) -> dict[str, Any]:
+        """Each camera's mp4 with the episode appended (or a new file); returns the episode's video columns.
+
+        An episode joins the current file only while it stays under the size limit and both streams have the
+        same parameters (another encoder setting of the same codec starts a new file).
+        """
         columns: dict[str, Any] = {}
         for key, camera in episode.cameras.items():
-            if camera.encoder is None:
+            if camera.mp4 is None:
                 continue
-            new_mp4 = camera.encoder.path
+            new_mp4 = camera.mp4
             last = self._last_ref(f"videos/{key}")
             ref, from_ts, inputs = FileRef(0, 0), 0.0, [new_mp4]
             if last is not None:
                 current = self._root / last.fmt(VIDEO_PATH, video_key=key)
-                if current.is_file() and size_mb(current) + size_mb(new_mp4) < float(info["video_files_size_in_mb"]):
+                fits = current.is_file() and size_mb(current) + size_mb(new_mp4) < float(info["video_files_size_in_mb"])
+                if fits and same_stream(current, new_mp4):
                     ref, inputs = last, [current, new_mp4]
                     from_ts = float(self._meta.episodes[-1][f"videos/{key}/to_timestamp"])
                 else:
@@ -683,7 +618,9 @@ class DatasetWriter:
                 }
         return columns
 
-    def _stage_data(self, commit: _Commit, episode: _Episode, table: pa.Table, info: dict[str, Any]) -> dict[str, Any]:
+    def _stage_data(
+        self, commit: _Commit, episode: StagedEpisode, table: pa.Table, info: dict[str, Any]
+    ) -> dict[str, Any]:
         """The current data file with the episode appended, or the next file (LeRobot's size rule)."""
         meta = self._meta
         ref = self._last_ref("data") or FileRef(0, 0)
