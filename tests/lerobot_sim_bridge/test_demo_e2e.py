@@ -16,7 +16,7 @@ from lerobot_recorder.dataset.validate import validate
 from lerobot_ros.testing import venv_script
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -33,6 +33,7 @@ def _demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return run
 
 
+@pytest.mark.timeout(1200)  # five demo runs, each starting a sim stack (about 4 minutes on a quiet machine)
 def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str, str], tmp_path: Path) -> None:
     pytest.importorskip("mujoco", reason="the SO-101 simulation needs mujoco (scripts/setup.sh installs it)")
     work = tmp_path / "demo"
