@@ -14,7 +14,7 @@ lint:
 	bash scripts/lint.sh
 
 bench:
-	bash scripts/bench.sh
+	bash scripts/bench.sh $(ARGS)
 
 # Freeze the resolved dependency set into requirements/constraints.txt.
 lock:
