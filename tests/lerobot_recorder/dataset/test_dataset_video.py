@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
-from dataset_synthetic import camera_features, create, make_frame, write_episodes
+from dataset_synthetic import camera_features, camera_frame, create, make_frame, write_episodes
 
 from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EpisodeStateError
 from lerobot_recorder.dataset.staging import EpisodeStager
 from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.video import VIDEO_CODECS, VIDEO_ENCODINGS, probe
+from lerobot_recorder.dataset.video import VIDEO_CODECS, VIDEO_ENCODINGS, probe, rgb_to_yuv420p
 
 FRONT = "observation.images.front"
 WRIST = "observation.images.wrist"
@@ -172,3 +173,17 @@ def test_commit_staged_takes_episodes_recorded_apart_and_refuses_other_settings(
     with DatasetReader(root) as reader:
         assert reader.num_episodes == 2 and reader.tasks == ["a", "b"]
         assert_frames_match(reader, [frames], start_episode=1)
+
+
+@pytest.mark.parametrize(("height", "width"), [(6, 10), (48, 64), (480, 640)])
+def test_rgb_to_yuv420p_agrees_with_swscale(height: int, width: int) -> None:
+    """The encoders' OpenCV conversion gives swscale's BT.601 limited-range planes (chroma: 2x2 means)."""
+    frame = np.ascontiguousarray(camera_frame(3, 4, max(height, 16), max(width, 16))[:height, :width])
+    ours = rgb_to_yuv420p(frame).astype(int)
+    theirs = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p").to_ndarray().astype(int)
+    assert ours.shape == theirs.shape == (height * 3 // 2, width)
+    assert np.abs(ours[:height] - theirs[:height]).max() <= 1  # luma
+    assert np.abs(ours[height:] - theirs[height:]).mean() < 1.0  # chroma: swscale filters edges a little wider
+    back = av.VideoFrame.from_ndarray(rgb_to_yuv420p(frame), format="yuv420p").to_ndarray(format="rgb24")
+    via_swscale = av.VideoFrame.from_ndarray(theirs.astype(np.uint8), format="yuv420p").to_ndarray(format="rgb24")
+    assert mean_error(back, frame) <= mean_error(via_swscale, frame) + 0.5
