@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
@@ -36,6 +34,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_msgs.srv import ResetEnv
+from lerobot_ros.node_main import run_node
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, StepOutcome, make_adapter
 from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
@@ -48,6 +47,8 @@ IMAGE_QOS = QoSProfile(depth=topics.IMAGE_QOS_DEPTH, reliability=ReliabilityPoli
 EVENT_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 RESET_WAIT_S = 10.0
 LOCKSTEP_REPUBLISH_S = 0.5
+# How long shutdown waits for the simulation thread (a step takes milliseconds; a render under load longer).
+THREAD_STOP_WAIT_S = 10.0
 
 
 @dataclass
@@ -325,6 +326,11 @@ class SimBridge(Node):
 
     def _snapshot(self, outcome: StepOutcome | None) -> _Snapshot:
         adapter = self._adapter
+        frames = {}
+        for camera in adapter.cameras:
+            if self._stop.is_set():
+                break  # stopping: this snapshot is not published, the remaining cameras need no rendering
+            frames[camera.name] = adapter.render(camera.name).copy()
         return _Snapshot(
             sim_time=self._sim_time,
             stamp=self._stamp(self._sim_time),
@@ -332,7 +338,7 @@ class SimBridge(Node):
             velocities=adapter.joint_velocities(),
             efforts=adapter.joint_efforts(),
             poses=adapter.object_poses(),
-            frames={c.name: adapter.render(c.name).copy() for c in adapter.cameras},
+            frames=frames,
             outcome=outcome,
         )
 
@@ -357,6 +363,8 @@ class SimBridge(Node):
                 poses.poses.append(pose)
             self._poses_pub.publish(poses)
         for name, frame in snap.frames.items():
+            if self._stop.is_set():
+                return  # a publish can wait on a slow reliable subscriber: do not queue more when stopping
             image = Image()
             image.header.stamp = stamp
             image.header.frame_id = topics.camera_frame_id(name)
@@ -455,6 +463,8 @@ class SimBridge(Node):
             self._publish(first)
             while self._wait_turn():
                 snap = self._step_once()
+                if self._stop.is_set():
+                    break
                 self._publish(snap)
                 now = time.monotonic()
                 self._rtf.add(snap.sim_time, now)
@@ -465,7 +475,7 @@ class SimBridge(Node):
             self.get_logger().error(f"simulation loop stopped: {err}")
         except Exception as err:  # the node must report, not vanish silently, if MuJoCo or rclpy fails
             if self._stop.is_set() or not self.context.ok():
-                return  # Ctrl-C shut the context down while a step was being published
+                return  # stopping (or rclpy shut down by other code) while a step was being published
             self.get_logger().error(f"simulation loop crashed: {type(err).__name__}: {err}")
             raise
         finally:
@@ -504,12 +514,20 @@ class SimBridge(Node):
         self._thread.start()
 
     def shutdown(self) -> None:
-        """Stop the simulation thread and release the simulation."""
+        """Stop the simulation thread, which releases the simulation (its renderers belong to that thread).
+
+        `main` calls this while ROS still runs: the thread finishes the step in hand (a render, a publish),
+        sees the stop and closes the simulation before the node and its publishers are destroyed.
+        """
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
         if self._thread.is_alive():
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=THREAD_STOP_WAIT_S)
+            if self._thread.is_alive():
+                self.get_logger().error(
+                    f"the simulation thread did not stop within {THREAD_STOP_WAIT_S:g} s; exiting without it"
+                )
         elif self._thread.ident is None:
             self._adapter.close()
 
@@ -519,32 +537,18 @@ class SimBridge(Node):
         return self._rtf.value
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Console script `sim_bridge`."""
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node: SimBridge | None = None
-    exit_code = 0
-    try:
-        node = SimBridge()
-        node.start()
-        rclpy.spin(node)
-    except SimBridgeError as err:
-        rclpy.logging.get_logger("sim_bridge").error(f"cannot start the sim bridge: {err}")
-        exit_code = 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop: release below
-    finally:
-        if node is not None:
-            node.shutdown()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    if exit_code:
-        sys.exit(exit_code)
+    return run_node(
+        SimBridge,
+        "sim_bridge",
+        args=args,
+        start=lambda node, _executor: node.start(),
+        shutdown=SimBridge.shutdown,
+        startup_errors=(SimBridgeError,),
+        what="the sim bridge",
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,15 +10,14 @@ it starts the next episode (a recorder saves the last one meanwhile). It logs on
 from __future__ import annotations
 
 import enum
+import sys
 import time
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseArray
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -27,6 +26,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
 from lerobot_msgs.srv import ResetEnv
+from lerobot_ros.node_main import run_node
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.adapters.base import ObjectPose
 from lerobot_sim_bridge.errors import SimBridgeError
@@ -231,27 +231,17 @@ class ScriptedExpertNode(Node):
             self._resume_at = time.monotonic() + self._pause_s
 
 
-def main(args: list[str] | None = None) -> None:
+def main(args: list[str] | None = None) -> int:
     """Console script `scripted_expert`."""
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node: ScriptedExpertNode | None = None
-    try:
-        node = ScriptedExpertNode()
-        while rclpy.ok() and not node.finished:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except SimBridgeError as err:
-        rclpy.logging.get_logger("scripted_expert").error(f"cannot start the scripted expert: {err}")
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # normal stop
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    return run_node(
+        ScriptedExpertNode,
+        "scripted_expert",
+        args=args,
+        finished=lambda node: 0 if node.finished else None,
+        startup_errors=(SimBridgeError,),
+        what="the scripted expert",
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

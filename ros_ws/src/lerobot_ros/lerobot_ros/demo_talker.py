@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import sys
 
-import rclpy
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import String
+
+from lerobot_ros.node_main import run_node
 
 
 class DemoTalker(Node):
@@ -40,19 +40,7 @@ class DemoTalker(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=sys.argv if argv is None else argv)
-    node = DemoTalker()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(DemoTalker, "demo_talker", args=argv)
 
 
 if __name__ == "__main__":

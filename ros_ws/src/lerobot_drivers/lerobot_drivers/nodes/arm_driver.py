@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 import traceback
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
@@ -36,7 +36,7 @@ from lerobot_drivers.arms.arm import Arm, make_bus
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
-from lerobot_ros.lifecycle_main import run_lifecycle_node
+from lerobot_ros.node_main import run_lifecycle_node
 
 JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -568,14 +568,9 @@ class ArmDriver(LifecycleNode):
         return arm.bus.stats.retries + self._stats.failed_cycles > self._trouble_seen
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = ArmDriver()
-    run_lifecycle_node(node, node.release_hardware)
+def main(args: list[str] | None = None) -> int:
+    return run_lifecycle_node(ArmDriver, "arm_driver", ArmDriver.release_hardware, args=args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,11 +10,11 @@ carries the measured fps, dropped frames, reconnects and the last error.
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
@@ -28,7 +28,7 @@ from lerobot_drivers.cameras.capture import CaptureThread, Frame
 from lerobot_drivers.cameras.errors import CameraError
 from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
 from lerobot_ros.images import compressed_format, encode_jpeg, message_data, rgb_to_image
-from lerobot_ros.lifecycle_main import run_lifecycle_node
+from lerobot_ros.node_main import run_lifecycle_node
 
 IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -192,7 +192,7 @@ class CameraNode(LifecycleNode):
             except RCLError:
                 if self.context.ok() and not self._stop.is_set():
                     raise
-                return  # shutting down (Ctrl-C invalidates the context before the threads stop)
+                return  # shutting down (the node is being destroyed, or rclpy was shut down by other code)
 
     def _publish(self, frame: Frame, frame_id: str) -> None:
         header = Header(frame_id=frame_id)
@@ -247,14 +247,9 @@ class CameraNode(LifecycleNode):
         self._diagnostics.publish(array)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = CameraNode()
-    run_lifecycle_node(node, node.release)
+def main(args: list[str] | None = None) -> int:
+    return run_lifecycle_node(CameraNode, "camera", CameraNode.release, args=args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

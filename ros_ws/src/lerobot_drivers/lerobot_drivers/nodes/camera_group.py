@@ -14,17 +14,18 @@ Camera `front` becomes node `/cameras/front/camera` publishing `/cameras/front/i
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from lerobot_drivers.nodes.camera import CameraNode
 from lerobot_ros.executors import ThreadPoolExecutor
+from lerobot_ros.node_main import run_node
 
 # per-camera settings taken from the config and their defaults (the camera node's parameters)
 CAMERA_SETTINGS: dict[str, Any] = {
@@ -41,7 +42,7 @@ CAMERA_SETTINGS: dict[str, Any] = {
 
 
 class CameraGroup(Node):
-    """Reads the camera list; `cameras()` builds the camera nodes."""
+    """Reads the camera list; `cameras()` builds the camera nodes, `start` runs them, `release` stops them."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("camera_group", **kwargs)
@@ -59,6 +60,7 @@ class CameraGroup(Node):
             if bool(self.get_parameter("synthetic").value):
                 self.settings[name]["device"] = "synthetic"
                 self.settings[name]["fourcc"] = ""
+        self._cameras: list[CameraNode] = []
 
     def cameras(self) -> list[CameraNode]:
         """One camera node per configured camera, in namespace `/cameras/<name>`."""
@@ -70,34 +72,34 @@ class CameraGroup(Node):
             )
         return nodes
 
-
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    group = CameraGroup()
-    if not group.names:
-        group.get_logger().warning("no cameras configured (parameter `names` is empty)")
-    cameras = group.cameras()
-    executor = ThreadPoolExecutor()
-    executor.add_node(group)
-    try:
-        for camera in cameras:
+    def start(self, executor: Executor) -> None:
+        """Make the camera nodes, spin them on `executor` and bring each up (one failing leaves the others)."""
+        if not self.names:
+            self.get_logger().warning("no cameras configured (parameter `names` is empty)")
+        self._cameras = self.cameras()
+        for camera in self._cameras:
             executor.add_node(camera)
             if camera.trigger_configure() == TransitionCallbackReturn.SUCCESS:
                 camera.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        for camera in cameras:
+
+    def release(self) -> None:
+        """Stop and destroy the camera nodes (devices closed)."""
+        for camera in self._cameras:
             camera.release()
             camera.destroy_node()
-        group.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        self._cameras = []
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(
+        CameraGroup,
+        "camera_group",
+        args=args,
+        executor=ThreadPoolExecutor,
+        start=CameraGroup.start,
+        shutdown=CameraGroup.release,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

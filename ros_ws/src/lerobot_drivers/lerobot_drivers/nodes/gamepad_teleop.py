@@ -8,11 +8,10 @@ position, move with the sticks at `rate` Hz and are streamed on `<follower>/join
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -21,6 +20,7 @@ from lerobot_drivers.arms import get_arm
 from lerobot_drivers.teleop.gamepad import GamepadConfig, GamepadJog, GamepadState
 from lerobot_drivers.teleop.jog import JointJog
 from lerobot_drivers.teleop.kinematics import ArmChain
+from lerobot_ros.node_main import run_node
 
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -106,22 +106,9 @@ class GamepadTeleop(Node):
         self._commands.publish(msg)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = GamepadTeleop()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        node.pygame.quit()
-        if rclpy.ok():
-            rclpy.shutdown()
+def main(args: list[str] | None = None) -> int:
+    return run_node(GamepadTeleop, "gamepad_teleop", args=args, shutdown=lambda node: node.pygame.quit())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

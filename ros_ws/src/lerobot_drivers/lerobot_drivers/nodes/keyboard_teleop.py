@@ -13,9 +13,8 @@ import select
 import sys
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -24,6 +23,7 @@ from std_srvs.srv import Trigger
 from lerobot_drivers.arms import get_arm
 from lerobot_drivers.teleop.jog import JOG_HELP, JogAction, JogKeys, JointJog
 from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, cbreak
+from lerobot_ros.node_main import StopRequest, run_node
 
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 ESC_TIMEOUT_S = 0.05
@@ -93,40 +93,34 @@ class KeyboardTeleop(Node):
         future.add_done_callback(done)
 
 
-def run(node: KeyboardTeleop, fd: int) -> None:
-    node.get_logger().info(f"keys: {JOG_HELP} | {HELP}")
-    while rclpy.ok():
-        ready, _, _ = select.select([fd], [], [], ESC_TIMEOUT_S)
-        if ready:
-            data = os.read(fd, 64)
-            if not data:
-                return  # the terminal closed
-            node.on_bytes(data)
-        else:
-            node.on_bytes(None)
-        rclpy.spin_once(node, timeout_sec=0)
-
-
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = KeyboardTeleop()
+def run(node: KeyboardTeleop, executor: Executor, stop: StopRequest) -> int:
+    """Read keys from the node's terminal (in cbreak mode) and spin it until stopped or the terminal closes."""
     fd = os.open(node.tty, os.O_RDWR | os.O_NOCTTY) if node.tty else sys.stdin.fileno()
-    if not os.isatty(fd):
-        node.get_logger().fatal("keyboard_teleop reads keys from a terminal; run it in one (ssh -t works)")
-        raise SystemExit(2)
     try:
+        if not os.isatty(fd):
+            node.get_logger().fatal("keyboard_teleop reads keys from a terminal; run it in one (ssh -t works)")
+            return 2
+        node.get_logger().info(f"keys: {JOG_HELP} | {HELP}")
         with cbreak(fd):
-            run(node, fd)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+            while not stop.is_set():
+                ready, _, _ = select.select([fd], [], [], ESC_TIMEOUT_S)
+                if ready:
+                    data = os.read(fd, 64)
+                    if not data:
+                        break  # the terminal closed
+                    node.on_bytes(data)
+                else:
+                    node.on_bytes(None)
+                executor.spin_once(timeout_sec=0)
+        return 0
     finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        if node.tty:
+            os.close(fd)
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(KeyboardTeleop, "keyboard_teleop", args=args, loop=run)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,7 +21,6 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rcl_interfaces.srv import GetParameters
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -30,6 +29,7 @@ from lerobot_drivers.motors.calibration import check_calibration_location, load_
 from lerobot_drivers.motors.errors import CalibrationError
 from lerobot_drivers.teleop.errors import TeleopError
 from lerobot_drivers.teleop.leader_follower import LeaderFollowerMap, check_pair, clip_relative
+from lerobot_ros.node_main import run_node
 
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -180,26 +180,15 @@ class LeaderTeleop(Node):
         self._diagnostics.publish(array)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    try:
-        node = LeaderTeleop()
-    except (TeleopError, CalibrationError, OSError) as err:
-        rclpy.logging.get_logger("leader_teleop").fatal(f"cannot start teleoperation: {err}")
-        rclpy.shutdown()
-        sys.exit(1)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+def main(args: list[str] | None = None) -> int:
+    return run_node(
+        LeaderTeleop,
+        "leader_teleop",
+        args=args,
+        startup_errors=(TeleopError, CalibrationError, OSError),
+        what="teleoperation",
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

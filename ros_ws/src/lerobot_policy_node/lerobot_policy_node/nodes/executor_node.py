@@ -25,7 +25,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -52,7 +51,7 @@ from lerobot_policy_node.core.executor import (
     chunk_from_rows,
 )
 from lerobot_policy_node.nodes.ros_params import check_choice, declare
-from lerobot_ros.lifecycle_main import run_lifecycle_node
+from lerobot_ros.node_main import run_lifecycle_node
 
 OUTPUTS = ("joint_trajectory", "joint_commands", "forward_position")
 DEFAULT_TOPICS = {
@@ -225,11 +224,11 @@ class ExecutorNode(LifecycleNode):
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_thread()
+        self.stop_thread()
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_thread()
+        self.stop_thread()
         for entity in (self._chunk_sub, self._state_sub):
             if entity is not None:
                 self.destroy_subscription(entity)
@@ -241,10 +240,11 @@ class ExecutorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_thread()
+        self.stop_thread()
         return TransitionCallbackReturn.SUCCESS
 
-    def _stop_thread(self) -> None:
+    def stop_thread(self) -> None:
+        """Stop the tick thread (deactivate, cleanup, and `main`'s last step while ROS still runs)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -456,17 +456,14 @@ class ExecutorNode(LifecycleNode):
         self._diagnostics_pub.publish(msg)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
+def main(args: list[str] | None = None) -> int:
     # The tick thread must get the GIL back quickly from the spinning thread: 1 ms instead of Python's 5 ms.
     sys.setswitchinterval(0.001)
-    rclpy.init(args=args)
-    node = ExecutorNode()
     # One thread for callbacks: they only store input; the tick thread does the work.
-    run_lifecycle_node(node, node._stop_thread, SingleThreadedExecutor())
+    return run_lifecycle_node(
+        ExecutorNode, "action_executor", ExecutorNode.stop_thread, args=args, executor=SingleThreadedExecutor
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

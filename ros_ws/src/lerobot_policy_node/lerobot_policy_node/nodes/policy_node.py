@@ -16,14 +16,16 @@ after activation is a warm-up (measured, not published) unless `warmup` is false
 from __future__ import annotations
 
 import dataclasses
+import functools
+import queue
+import sys
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
@@ -46,8 +48,8 @@ from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, Observat
 from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_recorder.contract import Contract, ContractError
 from lerobot_ros import executors as ros_executors
-from lerobot_ros.lifecycle_main import run_lifecycle_node
 from lerobot_ros.message_conversion import import_message_type
+from lerobot_ros.node_main import run_lifecycle_node
 
 # Parameters that change the running scheduler -> SchedulerConfig field.
 SCHEDULER_PARAMETERS = {
@@ -60,6 +62,43 @@ CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STATUS_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 VECTOR_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
 IMAGE_QOS = QoSProfile(depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
+# How long deactivating (or stopping the node) waits for an inference still running before it gives up on it.
+INFERENCE_STOP_WAIT_S = 2.0
+
+
+class InferenceWorkers:
+    """`count` daemon threads running the inferences handed to `submit`.
+
+    concurrent.futures' workers are joined at interpreter exit, so a long inference (a big model on a CPU)
+    would keep a stopped node alive until it ends; these can be left behind (`stop` says whether any was).
+    """
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"inference_{i}", daemon=True) for i in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def stop(self, timeout: float) -> bool:
+        """Drop queued jobs, let running ones end within `timeout` s; False when one is still running."""
+        while True:
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                break
+        for _ in self._threads:
+            self._jobs.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
 
 
 class PolicyNode(LifecycleNode):
@@ -73,7 +112,7 @@ class PolicyNode(LifecycleNode):
         self._stop = threading.Event()
         self._new_message = threading.Event()
         self._dispatcher: threading.Thread | None = None
-        self._workers: ThreadPoolExecutor | None = None
+        self._workers: InferenceWorkers | None = None
         self._policy: ChunkPolicy | None = None
         self._assembler: ObservationAssembler | None = None
         self._mapping: ActionMapping | None = None
@@ -225,21 +264,24 @@ class PolicyNode(LifecycleNode):
             self._assembler.start(int(self.get_clock().now().nanoseconds))
             self._scheduler.reset()
         self._warm = not bool(self._param("warmup"))
-        self._stop.clear()
-        self._workers = ThreadPoolExecutor(int(self._param("inference_workers")), thread_name_prefix="inference")
-        self._dispatcher = threading.Thread(target=self._dispatch, name="inference_dispatch", daemon=True)
+        # A fresh stop event per activation: an inference left running by the last deactivation stays stopped.
+        self._stop = threading.Event()
+        self._workers = InferenceWorkers(int(self._param("inference_workers")))
+        self._dispatcher = threading.Thread(
+            target=self._dispatch, args=(self._stop, self._workers), name="inference_dispatch", daemon=True
+        )
         self._dispatcher.start()
         self._set_state("active", "")
         self.get_logger().info("active")
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_threads()
+        self.stop_threads()
         self._set_state("inactive", "")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_threads()
+        self.stop_threads()
         for sub in self._subscriptions_made:
             self.destroy_subscription(sub)
         self._subscriptions_made.clear()
@@ -248,25 +290,31 @@ class PolicyNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._stop_threads()
+        self.stop_threads()
         return TransitionCallbackReturn.SUCCESS
 
-    def _stop_threads(self) -> None:
+    def stop_threads(self) -> None:
+        """Stop dispatching; results of inferences still running are dropped (deactivate, cleanup, `main`)."""
         self._stop.set()
+        self._new_message.set()
         if self._dispatcher is not None:
             self._dispatcher.join(timeout=5.0)
             self._dispatcher = None
         if self._workers is not None:
-            self._workers.shutdown(wait=True, cancel_futures=True)
+            if not self._workers.stop(INFERENCE_STOP_WAIT_S):
+                self.get_logger().warning(
+                    f"an inference still running after {INFERENCE_STOP_WAIT_S:g} s was left behind; "
+                    "its result will not be published"
+                )
             self._workers = None
 
-    def _dispatch(self) -> None:
+    def _dispatch(self, stop: threading.Event, workers_pool: InferenceWorkers) -> None:
         """Start inferences when due, on the newest usable frame (runs in its own thread)."""
-        assert self._assembler is not None and self._scheduler is not None and self._workers is not None
+        assert self._assembler is not None and self._scheduler is not None
         workers = int(self._param("inference_workers"))
         last_jumps = 0
         pause = 0.0
-        while not self._stop.wait(pause):
+        while not stop.wait(pause):
             self._new_message.wait(self._idle_wait(pause))
             self._new_message.clear()
             pause = 0.0
@@ -305,7 +353,7 @@ class PolicyNode(LifecycleNode):
             observation["task"] = str(self._param("task"))
             publish = self._warm  # the first inference after activation is the warm-up
             self._warm = True
-            self._workers.submit(self._infer, frame.time_ns, observation, publish)
+            workers_pool.submit(functools.partial(self._infer, stop, frame.time_ns, observation, publish))
 
     @staticmethod
     def _idle_wait(pause: float) -> float:
@@ -329,31 +377,35 @@ class PolicyNode(LifecycleNode):
             self.get_logger().warning(message, throttle_duration_sec=2.0)
         self._message = message
 
-    def _infer(self, observation_ns: int, observation: dict[str, Any], publish: bool) -> None:
-        assert self._policy is not None and self._scheduler is not None and self._mapping is not None
+    def _infer(self, stop: threading.Event, observation_ns: int, observation: dict[str, Any], publish: bool) -> None:
+        """One inference (in a worker thread); once `stop` is set its result is dropped."""
+        policy, scheduler, mapping = self._policy, self._scheduler, self._mapping
+        assert policy is not None and scheduler is not None and mapping is not None
         start = time.perf_counter()
         published = False
         try:
-            actions = np.asarray(self._policy.predict_chunk(observation), dtype=np.float64)
+            actions = np.asarray(policy.predict_chunk(observation), dtype=np.float64)
             duration = time.perf_counter() - start
+            if stop.is_set():
+                return  # deactivated or shutting down while the inference ran
             problem = self._check_actions(actions)
             if problem:
                 self._note(problem)
                 self.get_logger().error(problem, throttle_duration_sec=2.0)
-            elif publish and not self._stop.is_set():
-                self._publish_chunk(observation_ns, self._mapping.to_ros(actions), duration)
+            elif publish:
+                self._publish_chunk(observation_ns, mapping.to_ros(actions), duration)
                 published = True
         except Exception as err:  # a failing model must not kill the node: report it and keep trying
             duration = time.perf_counter() - start
-            if self._stop.is_set() or not self.context.ok():
-                return  # shutting down (Ctrl-C invalidates the context under a running inference): nothing to report
+            if stop.is_set() or not self.context.ok():
+                return  # stopping: nothing to report
             self._note(f"inference failed: {type(err).__name__}: {err}")
             self.get_logger().error(traceback.format_exc(), throttle_duration_sec=5.0)
         self._last_inference = duration
         with self._lock:
-            self._scheduler.inference_finished(observation_ns, duration, published)
-            expected = self._scheduler.expected_inference_s + self._scheduler.config.margin_s
-        chunk_s = self._policy.horizon * self._period_ns / NS
+            scheduler.inference_finished(observation_ns, duration, published)
+            expected = scheduler.expected_inference_s + scheduler.config.margin_s
+        chunk_s = policy.horizon * self._period_ns / NS
         workers = int(self._param("inference_workers"))
         if expected > chunk_s * workers / (workers + 1):
             self.get_logger().warning(
@@ -440,14 +492,15 @@ class PolicyNode(LifecycleNode):
         self._diagnostics_pub.publish(array)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = PolicyNode()
-    run_lifecycle_node(node, node._stop_threads, ros_executors.ThreadPoolExecutor(num_threads=2))
+def main(args: list[str] | None = None) -> int:
+    return run_lifecycle_node(
+        PolicyNode,
+        "policy",
+        PolicyNode.stop_threads,
+        args=args,
+        executor=lambda: ros_executors.ThreadPoolExecutor(num_threads=2),
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,13 +15,13 @@ import select
 import sys
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import Executor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, KeyDecoder, cbreak
+from lerobot_ros.node_main import StopRequest, run_node
 
 ESC_TIMEOUT_S = 0.05
 
@@ -55,43 +55,37 @@ class RecordKeyboard(Node):
         return done
 
 
-def run(node: RecordKeyboard, fd: int) -> None:
+def run(node: RecordKeyboard, fd: int, executor: Executor, stop: StopRequest) -> None:
+    """Read keys from terminal `fd` (in cbreak mode) and spin `node` until stopped or the terminal closes."""
     keys = KeyDecoder()
     node.get_logger().info(f"keys: {HELP}")
-    while rclpy.ok():
-        ready, _, _ = select.select([fd], [], [], ESC_TIMEOUT_S)
-        if ready:
-            data = os.read(fd, 64)
-            if not data:
-                return  # the terminal closed
-            controls = keys.feed(data)
-        else:
-            controls = keys.flush()
-        for control in controls:
-            node.send(control)
-        rclpy.spin_once(node, timeout_sec=0)
+    with cbreak(fd):
+        while not stop.is_set():
+            ready, _, _ = select.select([fd], [], [], ESC_TIMEOUT_S)
+            if ready:
+                data = os.read(fd, 64)
+                if not data:
+                    return  # the terminal closed
+                controls = keys.feed(data)
+            else:
+                controls = keys.flush()
+            for control in controls:
+                node.send(control)
+            executor.spin_once(timeout_sec=0)
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
+def main(args: list[str] | None = None) -> int:
     fd = sys.stdin.fileno()
     if not os.isatty(fd):
         sys.stderr.write("record_keyboard reads keys from a terminal; run it in one (ssh -t works)\n")
-        raise SystemExit(2)
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = RecordKeyboard()
-    try:
-        with cbreak(fd):
-            run(node, fd)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        return 2
+    return run_node(
+        RecordKeyboard,
+        "record_keyboard",
+        args=args,
+        loop=lambda node, executor, stop: run(node, fd, executor, stop),
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

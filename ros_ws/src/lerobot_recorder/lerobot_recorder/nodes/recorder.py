@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -42,6 +41,7 @@ from lerobot_recorder.recorder.sampler import LiveSampler
 from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 from lerobot_ros.executors import ThreadPoolExecutor
+from lerobot_ros.node_main import autostart, run_node
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -374,6 +374,8 @@ class Recorder(LifecycleNode):
         sink, self._sink = self._sink, None
         if sink is not None:
             sink.close(timeout=600.0)  # a save in progress (a long episode) finishes first
+        # An episode goal still waiting for its outcome ends (aborted) instead of waiting forever.
+        self._finish_outcome(False, self._episode_index, self._last_episode, "the recorder stopped")
         with self._lock:
             self._sampler = None
             self._workflow = None
@@ -758,6 +760,19 @@ class Recorder(LifecycleNode):
         self._publish_status()
         time.sleep(linger_s)
 
+    def autostart(self) -> None:
+        """Configure and activate when `autostart` is set; with `shutdown_when_done`, a failure ends `main` with 1."""
+        if not autostart(self) and self._param("shutdown_when_done"):
+            self.request_exit(1)
+
+    def shutdown(self) -> None:
+        """`main`'s last step while ROS still runs: final status, then close the dataset.
+
+        An episode not yet saved (Ctrl-C, SIGTERM) is discarded; saved episodes are safe.
+        """
+        self.publish_final_status()
+        self.release()
+
     def request_exit(self, code: int) -> None:
         """Make `main` exit with `code`."""
         self._exit_code = code
@@ -768,36 +783,17 @@ class Recorder(LifecycleNode):
         return self._exit_code
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = Recorder()
-    executor = ThreadPoolExecutor(num_threads=4)
-    executor.add_node(node)
-    code = 0
-    try:
-        if node.get_parameter("autostart").value:
-            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                node.trigger_activate()
-            elif node.get_parameter("shutdown_when_done").value:
-                node.request_exit(1)
-        while rclpy.ok() and node.exit_code is None:
-            executor.spin_once(timeout_sec=0.1)
-        code = node.exit_code or 0
-        if code is not None:
-            node.publish_final_status()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # Ctrl-C: the open episode is discarded below, saved ones are safe
-    finally:
-        node.release()
-        executor.shutdown()
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    raise SystemExit(code)
+def main(args: list[str] | None = None) -> int:
+    return run_node(
+        Recorder,
+        "recorder",
+        args=args,
+        executor=lambda: ThreadPoolExecutor(num_threads=4),
+        start=lambda node, _executor: node.autostart(),
+        finished=lambda node: node.exit_code,
+        shutdown=Recorder.shutdown,
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

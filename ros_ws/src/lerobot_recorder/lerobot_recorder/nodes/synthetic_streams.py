@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_recorder.contract import FeatureContract, load_contract
+from lerobot_recorder.contract import ContractError, FeatureContract, load_contract
 from lerobot_recorder.contract.images import encode_image
 from lerobot_recorder.nodes.recorder import message_class
+from lerobot_ros.node_main import run_node
 
 _STAMP = struct.Struct("<iI")
 CYCLE = 60  # distinct pictures per camera, reused in a loop
@@ -175,22 +175,15 @@ class SyntheticStreams(Node):
         return tick
 
 
-def main(args: list[str] | None = None) -> None:
-    from lerobot_ros.dds import apply_ros_environment
-
-    apply_ros_environment()
-    rclpy.init(args=args)
-    node = SyntheticStreams()
-    try:
-        while rclpy.ok() and not node.done:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+def main(args: list[str] | None = None) -> int:
+    return run_node(
+        SyntheticStreams,
+        "synthetic_streams",
+        args=args,
+        finished=lambda node: 0 if node.done else None,
+        startup_errors=(ContractError,),
+    )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
