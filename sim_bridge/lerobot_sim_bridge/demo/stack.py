@@ -14,6 +14,8 @@ from typing import Any
 
 from lerobot_ros.command import CommandError
 
+PR_SET_PDEATHSIG = 1
+
 
 def repo_file(relative: str) -> Path:
     """A file of the checkout (the current directory's, else the one this package lives in)."""
@@ -24,8 +26,22 @@ def repo_file(relative: str) -> Path:
     raise CommandError(f"{relative} not found; run from the repository root")
 
 
+def _parent_death_signal() -> Callable[[], None]:
+    """A pre-exec hook for the launcher: SIGINT it when the demo process dies, even by SIGKILL (Linux prctl), so a
+    killed demo never leaves a simulation and a policy running. prctl is looked up here, before the fork, so the
+    child only makes one foreign call."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+
+    return hook
+
+
 class LaunchedStack:
-    """`lerobot-ros launch FILE args...` in its own process group, its output in `log`."""
+    """`lerobot-ros launch FILE args...` in its own process group, its output in `log`; stopped with the demo."""
 
     def __init__(self, launch_file: Path, arguments: dict[str, str], log: Path) -> None:
         from lerobot_ros.dds import ros_environment
