@@ -13,6 +13,7 @@ from bag_helpers import REPO_ROOT, convert
 
 from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.export import MARKER_TOPIC, dataset_to_bag
+from lerobot_recorder.bags.pipeline import DEFAULT_CODEC
 from lerobot_recorder.bags.reader import BagSource
 from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
 from lerobot_recorder.dataset import DatasetReader
@@ -126,3 +127,16 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
         timeout=120,
     )
     assert run.returncode == 2 and "needs a task" in run.stderr + run.stdout
+    other = tmp_path / "other"
+    args = ["--contract", str(small), "--output", str(other), "--task", "t", "--codec", "vp9"]
+    run = subprocess.run(
+        [*cli, "bag2dataset", str(bag), *args],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "--codec 'vp9' is not one of libsvtav1, h264, h264-ultrafast" in run.stderr
+    assert not other.exists()
+    run = subprocess.run([*cli, "bag2dataset", "--help"], capture_output=True, check=False, text=True, timeout=120)
+    assert f"{DEFAULT_CODEC} (default" in " ".join(run.stdout.split())  # the help names the converter's default

@@ -40,9 +40,11 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
         "--codec",
         default=None,
         metavar="NAME",
-        help="video encoder settings: h264-ultrafast (default; libx264's fastest preset, crf 30, g 2: the one that "
-        "converts at >= 4x real time on 2 cores, with 2 cameras 640x480), libsvtav1 (LeRobot's default AV1: smaller "
-        "files, ~4x the encoding CPU) or h264 (LeRobot's libx264 settings). With --append: the dataset's codec",
+        help="video encoder settings: h264-ultrafast (default; libx264 preset ultrafast, crf 30, g 2: ~11 CPU ms "
+        "per frame of 2 cameras 640x480 in all, the only setting cheap enough for 4x real time on 2 cores, "
+        "measured in bench/bench_bag2dataset.py), libsvtav1 (LeRobot's AV1 settings: ~52 ms per frame, best "
+        "quality per byte on clean frames) or h264 (LeRobot's libx264 settings: ~25 ms). With --append: the "
+        "default if the dataset holds h264 video, else LeRobot's setting of the dataset's codec",
     )
     parser.add_argument("--append", action="store_true", help="add episodes to an existing dataset at ROOT")
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the dataset to this Hub repo")
@@ -76,6 +78,10 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from None
     if args.jobs < 1:
         raise CommandError("--jobs must be at least 1")
+    from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
+
+    if args.codec is not None and args.codec not in VIDEO_ENCODINGS:
+        raise CommandError(f"--codec {args.codec!r} is not one of {', '.join(VIDEO_ENCODINGS)}")
     if args.tolerance is not None and args.tolerance <= 0:
         raise CommandError("--tolerance must be a positive number of seconds")
     if not args.task and not args.task_topic and split.kind != "marker":
