@@ -104,11 +104,7 @@ class Operator:
             },
             "expert": self.outcomes[-1] if self.outcomes else "cut at max-episode-s",
         }
-        self.results.append(row)
-        self.node.get_logger().info(
-            f"episode {row['episode_index']} (seed {row['seed']}): {'saved' if row['saved'] else 'not saved'}, "
-            f"{row['frames']} frames, {row['dropped']} dropped, expert: {row['expert']}"
-        )
+        self.results.append(row)  # the stage prints it
         self._goal_active = False
 
 
@@ -153,9 +149,10 @@ def _record_more(
                     row = operator.results[saved]
                     append_jsonl(layout.record_log, [row])
                     saved += 1
+                    kept = "" if row["saved"] else f" NOT SAVED ({row['message']})"
                     say(
                         f"  episode {row['episode_index']} (seed {row['seed']}): {row['frames']} frames, "
-                        f"{row['dropped']} dropped, expert {row['expert']}  [{have + saved}/{settings.episodes}]"
+                        f"{row['dropped']} dropped, expert {row['expert']}{kept}  [{have + saved}/{settings.episodes}]"
                     )
                 return operator.done
 

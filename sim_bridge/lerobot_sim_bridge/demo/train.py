@@ -15,6 +15,10 @@ from pathlib import Path
 from lerobot_ros.command import CommandError
 from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, recorded_episodes, trained_step
 
+# One torch thread: this small model gains little from a second one on an idle machine, and with two threads any
+# other load on the cores makes them wait on each other (measured here: 20x slower steps beside a benchmark).
+THREADS = 1
+
 
 def train(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None], restart: bool = False) -> Path:
     """Train (or continue training) until `settings.train_steps`; returns the checkpoint directory."""
@@ -40,7 +44,8 @@ def train(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]
     try:
         if saved.is_file():
             say(f"train: resuming {layout.train} from step {step} to {settings.train_steps}")
-            config = TrainConfig.from_json({**json.loads(saved.read_text()), "steps": settings.train_steps})
+            saved_config = json.loads(saved.read_text())
+            config = TrainConfig.from_json({**saved_config, "steps": settings.train_steps, "threads": THREADS})
             resume = True
         else:
             say(
@@ -60,6 +65,7 @@ def train(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]
                 val_every=max(settings.train_steps // 10, 1),
                 log_every=max(min(settings.train_steps // 50, 50), 1),
                 val_fraction=0.1,
+                threads=THREADS,
             )
             resume = False
         return Path(Trainer(config, resume=resume, write=say).train())
