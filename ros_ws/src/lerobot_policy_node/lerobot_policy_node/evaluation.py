@@ -84,13 +84,16 @@ def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
 def _features_to_watch(contract: Any, policy: ChunkPolicy, cameras: str) -> list[str]:
     """The policy's inputs and the action, plus a camera the bridge renders at the contract's size (for videos);
     other contract features (a camera the bridge does not run) would only keep observations from completing."""
+    from lerobot_ros.command import CommandError
+    from lerobot_sim_bridge.adapters.base import CameraConfig
+    from lerobot_sim_bridge.errors import InvalidConfigError
+
     keys = [feature.key for feature in policy.inputs] + ["action"]
-    sizes = {}
-    for item in filter(None, (c.strip() for c in cameras.split(","))):
-        name, _, size = item.partition(":")
-        width, _, height = size.partition("x")
-        if width.isdigit() and height.isdigit():
-            sizes[name] = (int(height), int(width), 3)
+    try:  # the bridge's own parser: the sizes it will render
+        configs = [CameraConfig.parse(text) for text in cameras.split(",") if text.strip()]
+    except InvalidConfigError as err:
+        raise CommandError(f"--cameras: {err}") from None
+    sizes = {c.name: (c.height, c.width, 3) for c in configs}
     for key, feature in contract.features.items():
         parts = feature.topic.strip("/").split("/")
         if feature.is_visual and key not in keys and len(parts) > 1 and sizes.get(parts[1]) == feature.shape:
