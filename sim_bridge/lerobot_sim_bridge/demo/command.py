@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lerobot_ros.command import Command, CommandError
-from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings
+from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, read_json
 
 VERBS = {
     "all": "record, train, eval and report (what `make demo` runs)",
@@ -76,8 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     layout = DemoLayout(args.workdir.resolve())
     layout.root.mkdir(parents=True, exist_ok=True)
-    timings_path = layout.root / "timings.json"
-    timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
+    timings = read_json(layout.timings)
 
     def say(text: str) -> None:
         print(text, flush=True)
@@ -86,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         start = time.monotonic()
         work()
         timings[stage] = round(timings.get(stage, 0.0) + time.monotonic() - start, 1)
-        timings_path.write_text(json.dumps(timings, indent=2) + "\n")
+        layout.timings.write_text(json.dumps(timings, indent=2) + "\n")
 
     verb = args.verb
     if verb in ("all", "record"):
@@ -94,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
 
         def do_record() -> None:
             summary = record(layout, settings, say, args.timeout)
-            (layout.root / "record.json").write_text(json.dumps(summary, indent=2) + "\n")
+            layout.record_summary.write_text(json.dumps(summary, indent=2) + "\n")
             say(
                 f"record: {summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames, "
                 f"{summary['dropped']} dropped, expert {summary['expert_successes']}/{summary['expert_episodes']}, "

@@ -8,14 +8,13 @@ rebuilt from the work folder each time, so it always matches the dataset, checkp
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lerobot_sim_bridge.demo.workspace import DemoLayout, read_jsonl
+from lerobot_sim_bridge.demo.workspace import DemoLayout, read_json, read_jsonl
 
 TARGET_SUCCESS = 0.8
 
@@ -150,9 +149,9 @@ def build_report(layout: DemoLayout) -> tuple[Path, str]:
     """Write report/report.md and its plots; returns its path and a short text summary for the terminal."""
     out = layout.report
     out.mkdir(parents=True, exist_ok=True)
-    dataset = json.loads((layout.root / "record.json").read_text()) if (layout.root / "record.json").is_file() else {}
-    evaluation = json.loads(layout.eval_summary.read_text()) if layout.eval_summary.is_file() else {}
-    timings = json.loads((layout.root / "timings.json").read_text()) if (layout.root / "timings.json").is_file() else {}
+    dataset = read_json(layout.record_summary)
+    evaluation = read_json(layout.eval_summary)
+    timings = read_json(layout.timings)
     series = read_training_log(layout.train / "log.csv")
     chunks = read_jsonl(layout.chunk_log)
     lines = ["# lerobot-ros demo: record, train, deploy in simulation", ""]

@@ -61,6 +61,16 @@ class DemoLayout:
         return self.root / "dataset"
 
     @property
+    def record_summary(self) -> Path:
+        """The record stage's summary of the dataset (record.json)."""
+        return self.root / "record.json"
+
+    @property
+    def timings(self) -> Path:
+        """Wall seconds spent per stage, summed over runs (timings.json)."""
+        return self.root / "timings.json"
+
+    @property
     def record_log(self) -> Path:
         """Per-episode outcomes of the recording (JSON lines, appended as episodes are saved)."""
         return self.root / "record_episodes.jsonl"
@@ -94,6 +104,11 @@ class DemoLayout:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A stage's JSON object, or {} when the stage has not written it yet."""
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
