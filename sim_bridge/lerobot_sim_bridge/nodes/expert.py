@@ -70,9 +70,9 @@ class ScriptedExpertNode(Node):
         self.declare_parameter("seed", 0, desc("seed of the first episode; episode i uses seed + i"))
         self.declare_parameter(
             "hold_ticks",
-            3,
+            1,
             desc(
-                "observations each SO-101 expert target is held (3 at 30 Hz = 10 Hz)",
+                "observations each SO-101 expert target is held (1 = a new target for every observation)",
                 integer_range=[IntegerRange(from_value=1, to_value=100)],
             ),
         )
