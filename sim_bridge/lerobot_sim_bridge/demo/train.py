@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lerobot_ros.command import CommandError
 from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, recorded_episodes, trained_step
+
+if TYPE_CHECKING:
+    from lerobot_training.trainer import TrainConfig
 
 # One torch thread: this small model gains little from a second one on an idle machine, and with two threads any
 # other load on the cores makes them wait on each other (measured here: 20x slower steps beside a benchmark).
@@ -52,25 +56,32 @@ def train(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]
                 f"train: ACT on {episodes} episodes, inputs {', '.join(settings.features)}, {settings.train_steps} "
                 f"steps of {settings.batch_size} -> {layout.train}"
             )
-            config = TrainConfig(
-                dataset=layout.dataset,
-                policy="act",
-                out=layout.train,
-                steps=settings.train_steps,
-                batch_size=settings.batch_size,
-                seed=settings.train_seed,
-                input_features=list(settings.features),
-                policy_overrides=dict(settings.policy_overrides),
-                save_every=max(settings.train_steps // 4, 1),
-                val_every=max(settings.train_steps // 10, 1),
-                log_every=max(min(settings.train_steps // 50, 50), 1),
-                val_fraction=0.1,
-                threads=THREADS,
-            )
+            config = train_config(settings, layout.dataset, layout.train)
             resume = False
         return Path(Trainer(config, resume=resume, write=say).train())
     except (TrainingError, DatasetError) as err:
         raise CommandError(str(err)) from None
+
+
+def train_config(settings: DemoSettings, dataset: Path, out: Path) -> TrainConfig:
+    """The demo's training run on `dataset` into `out` (checkpoints at each quarter of the steps)."""
+    from lerobot_training.trainer import TrainConfig
+
+    return TrainConfig(
+        dataset=dataset,
+        policy="act",
+        out=out,
+        steps=settings.train_steps,
+        batch_size=settings.batch_size,
+        seed=settings.train_seed,
+        input_features=list(settings.features),
+        policy_overrides=dict(settings.policy_overrides),
+        save_every=max(settings.train_steps // 4, 1),
+        val_every=max(settings.train_steps // 10, 1),
+        log_every=max(min(settings.train_steps // 50, 50), 1),
+        val_fraction=0.1,
+        threads=THREADS,
+    )
 
 
 def _trained_episodes(layout: DemoLayout) -> int | None:
