@@ -67,15 +67,15 @@ def test_a_held_block_is_lifted_carried_over_the_goal_and_lowered() -> None:
     assert lift.phase is Phase.LIFT and lift.gripper == GRIPPER_CLOSED
     np.testing.assert_allclose(lift.goal_point, above_block(LIFT_HEIGHT))
 
-    carried = BLOCK + [0.0, 0.0, LIFT_HEIGHT - GRASP_HEIGHT]
-    grasp = carried + [0.002, 0.001, GRASP_HEIGHT]  # the block sits a little off-centre in the jaws
+    carried = BLOCK + np.array([0.0, 0.0, LIFT_HEIGHT - GRASP_HEIGHT])
+    grasp = carried + np.array([0.002, 0.001, GRASP_HEIGHT])  # the block sits a little off-centre in the jaws
     traverse = decide(grasp, carried, GOAL, HELD)
     assert traverse.phase is Phase.TRAVERSE
     # The block, not the grasp point, is steered over the goal.
     np.testing.assert_allclose(traverse.goal_point[:2], grasp[:2] + GOAL[:2] - carried[:2])
 
     near = np.array([GOAL[0] + 0.008, GOAL[1], carried[2]])
-    lower = decide(near + [0.0, 0.0, GRASP_HEIGHT], near, GOAL, HELD)
+    lower = decide(near + np.array([0.0, 0.0, GRASP_HEIGHT]), near, GOAL, HELD)
     assert lower.phase is Phase.LOWER and lower.step == CAREFUL_STEP
     assert lower.goal_point[2] < near[2] + GRASP_HEIGHT
 
@@ -83,7 +83,7 @@ def test_a_held_block_is_lifted_carried_over_the_goal_and_lowered() -> None:
 @pytest.mark.parametrize(("gripper", "phase"), [(HELD, Phase.OPEN), (1.0, Phase.OPEN), (OPEN, Phase.RETREAT)])
 def test_a_block_put_down_on_the_goal_is_released_then_left(gripper: float, phase: Phase) -> None:
     placed = np.array([GOAL[0] + 0.004, GOAL[1], TABLE + 0.001])
-    decision = decide(placed + [0.0, 0.0, GRASP_HEIGHT], placed, GOAL, gripper)
+    decision = decide(placed + np.array([0.0, 0.0, GRASP_HEIGHT]), placed, GOAL, gripper)
     assert decision.phase is phase and decision.gripper == GRIPPER_OPEN
 
 
