@@ -230,4 +230,5 @@ class PickPlaceExpert:
         angles = np.array(shadow.data.ctrl[self._ctrl_ids], dtype=np.float64)
         shadow.data.qpos[self._qpos_adr[:5]] = angles
         self._mujoco.mj_forward(shadow.model, shadow.data)
-        return angles + shadow.data.qfrc_bias[self._dof_adr] / self._kp
+        gravity = np.array(shadow.data.qfrc_bias[self._dof_adr], dtype=np.float64)
+        return angles + gravity / self._kp
