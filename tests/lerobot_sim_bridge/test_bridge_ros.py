@@ -228,9 +228,9 @@ def test_lockstep_with_the_expert_is_deterministic_and_succeeds(processes, sim_e
     second, successes_again, _ = run_expert_episodes(processes, sim_env, ros_node, run=2)
     assert successes_again == 1
     common = sorted(set(first) & set(second))
-    # Same stamps, same joint positions, step for step (both runs have about 140 steps; a probe slowed down
+    # Same stamps, same joint positions, step for step (both runs have about 75 steps; a probe slowed down
     # by a busy machine may miss some of them, which is not what this test is about).
-    assert len(common) > 70 and len(common) >= 0.5 * max(len(first), len(second))
+    assert len(common) > 30 and len(common) >= 0.5 * max(len(first), len(second))
     assert all(first[t] == second[t] for t in common)
 
 
