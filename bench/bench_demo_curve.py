@@ -34,7 +34,7 @@ from lerobot_recorder.dataset import DatasetWriter
 from lerobot_sim_bridge.adapters import SimConfig, make_adapter
 from lerobot_sim_bridge.demo.train import train_config
 from lerobot_sim_bridge.demo.workspace import ENV_STATE, STATE, TASK, DemoSettings
-from lerobot_sim_bridge.experts.base import make_expert, run_expert_episodes
+from lerobot_sim_bridge.experts.base import expert_steps, make_expert, run_expert_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -54,11 +54,11 @@ class Observer:
         self.state_units = self.contract.features[STATE].joint_units()
         self.action_units = self.contract.features[ACTION].joint_units()
 
-    def observe(self, adapter: Any) -> dict[str, np.ndarray]:
-        block, goal = adapter.object_poses()
+    def observe(self, joint_positions: np.ndarray, objects: dict[str, Any]) -> dict[str, np.ndarray]:
+        block, goal = objects["block"].position, objects["goal"].position
         return {
-            STATE: self.state_units.apply(adapter.joint_positions()).astype(np.float32),
-            ENV_STATE: np.array([*block.position, *goal.position], dtype=np.float32),
+            STATE: self.state_units.apply(joint_positions).astype(np.float32),
+            ENV_STATE: np.array([*block, *goal], dtype=np.float32),
         }
 
 
@@ -71,19 +71,13 @@ def record(root: Path, seeds: range, observer: Observer, max_steps: int) -> int:
         robot_type="so101_follower", contract=observer.contract.to_dict(),
     ) as writer:  # fmt: skip
         for seed in seeds:
-            adapter.reset(seed)
-            expert.reset()
             writer.start_episode(TASK)
-            for _ in range(max_steps):
-                frame = observer.observe(adapter)
-                objects = {pose.name: pose for pose in adapter.object_poses()}
-                target = expert.act(adapter.joint_positions(), objects)
-                frame[ACTION] = observer.action_units.apply(target).astype(np.float32)
-                writer.add_frame(frame)
-                outcome = adapter.step(target)
-                if outcome.success or outcome.terminated:
-                    break
-            successes += int(outcome.success)
+            success = False
+            for joint_positions, objects, targets, outcome in expert_steps(adapter, expert, seed, max_steps):
+                action = observer.action_units.apply(targets).astype(np.float32)
+                writer.add_frame({**observer.observe(joint_positions, objects), ACTION: action})
+                success = outcome.success
+            successes += int(success)
             writer.save_episode()
     adapter.close()
     return successes
@@ -105,8 +99,10 @@ def rollout(checkpoint: Path, seeds: list[int], observer: Observer, max_steps: i
         success = False
         for step in range(max_steps):
             if step % REPLAN_EVERY == 0:
+                objects = {pose.name: pose for pose in adapter.object_poses()}
                 with torch.no_grad():
-                    chunk = np.asarray(policy.predict_chunk(observer.observe(adapter)), dtype=np.float64)
+                    observation = observer.observe(adapter.joint_positions(), objects)
+                    chunk = np.asarray(policy.predict_chunk(observation), dtype=np.float64)
                 plan = observer.action_units.inverse(chunk)
             outcome = adapter.step(plan[step % REPLAN_EVERY])
             if outcome.success or outcome.terminated:
@@ -118,6 +114,8 @@ def rollout(checkpoint: Path, seeds: list[int], observer: Observer, max_steps: i
 
 
 def main() -> None:
+    from lerobot_training.trainer import Trainer
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10 and 30 demonstrations, 1000 steps, 10 seeds")
     parser.add_argument("--episodes", default="10,30,100", help="numbers of demonstrations (comma-separated)")
@@ -147,8 +145,6 @@ def main() -> None:
                 f"{count} demonstrations ({expert_ok} successful) in {t1 - t0:.0f} s; {steps} training steps",
                 flush=True,
             )
-            from lerobot_training.trainer import Trainer
-
             config = train_config(settings, dataset, Path(tmp) / f"train_{count}")
             config.progress = False
             Trainer(config, resume=False, write=lambda _: None).train()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lerobot_sim_bridge.adapters.base import FloatArray, ObjectPose
+from lerobot_sim_bridge.adapters.base import FloatArray, ObjectPose, StepOutcome
 from lerobot_sim_bridge.errors import UnknownEnvironmentError
+
+if TYPE_CHECKING:
+    from lerobot_sim_bridge.adapters.base import SimAdapter
 
 
 class ScriptedExpert(Protocol):
@@ -46,6 +49,24 @@ def make_expert(env_id: str, hold_ticks: int = 1) -> ScriptedExpert:
     )
 
 
+def expert_steps(
+    adapter: SimAdapter, expert: ScriptedExpert, seed: int, max_steps: int
+) -> Iterator[tuple[FloatArray, dict[str, ObjectPose], FloatArray, StepOutcome]]:
+    """One expert episode on `seed` in this process (the bridge's joint-level loop), step by step: the joint
+    positions and object poses the expert acted on, its targets, and the step's outcome. Ends on success,
+    termination or after `max_steps`."""
+    adapter.reset(seed)
+    expert.reset()
+    for _ in range(max_steps):
+        joint_positions = adapter.joint_positions()
+        objects = {pose.name: pose for pose in adapter.object_poses()}
+        targets = expert.act(joint_positions, objects)
+        outcome = adapter.step(targets)
+        yield joint_positions, objects, targets, outcome
+        if outcome.success or outcome.terminated:
+            return
+
+
 def run_expert_episodes(env_id: str, seeds: Sequence[int], fps: float, max_steps: int) -> dict[str, Any]:
     """The expert on `seeds` in this process (the bridge's joint-level loop, no ROS, no cameras): success per seed."""
     from lerobot_sim_bridge.adapters import SimConfig, make_adapter
@@ -55,17 +76,11 @@ def run_expert_episodes(env_id: str, seeds: Sequence[int], fps: float, max_steps
     results = []
     try:
         for seed in seeds:
-            adapter.reset(seed)
-            expert.reset()
             best_reward, steps, success = 0.0, 0, False
-            while steps < max_steps:
-                objects = {pose.name: pose for pose in adapter.object_poses()}
-                outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
+            for _, _, _, outcome in expert_steps(adapter, expert, seed, max_steps):
                 best_reward = max(best_reward, outcome.reward)
                 success = success or outcome.success
                 steps += 1
-                if outcome.terminated or success:
-                    break
             results.append({"seed": seed, "success": success, "steps": steps, "max_reward": round(best_reward, 4)})
     finally:
         adapter.close()
