@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from lerobot_ros.testing import venv_script, wait_for_topic
+from lerobot_ros.testing import ManagedProcess, venv_script, wait_for_node, wait_for_topic
 
 
 class Cli:
@@ -51,10 +51,17 @@ def offline_cli() -> Cli:
 
 
 @pytest.fixture
-def talker(processes, ros_env, ros_node) -> str:
-    """demo_talker publishing std_msgs/String on /x/chatter at 20 Hz, already visible in the graph."""
-    processes.start(
+def talker_process(processes, ros_env, ros_node) -> ManagedProcess:
+    """demo_talker publishing std_msgs/String on /x/chatter at 20 Hz; its topic and node already in the graph."""
+    process = processes.start(
         [venv_script("demo_talker"), "--ros-args", "-r", "__ns:=/x", "-p", "rate_hz:=20.0"], name="talker", env=ros_env
     )
     wait_for_topic(ros_node, "/x/chatter")
+    wait_for_node(ros_node, "/x/demo_talker")
+    return process
+
+
+@pytest.fixture
+def talker(talker_process: ManagedProcess) -> str:
+    """The talker's topic."""
     return "/x/chatter"

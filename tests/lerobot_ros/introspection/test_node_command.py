@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
+from lerobot_ros.testing import ManagedProcess
+
+TALKER_NODE = "/x/demo_talker"
+
+
+def graph_report(result: subprocess.CompletedProcess[str], ros_node, talker: ManagedProcess) -> str:
+    """What the CLI printed next to what the test's own node sees and the talker's state, for a failure message."""
+    nodes = sorted(f"{ns.rstrip('/')}/{name}" for name, ns in ros_node.get_node_names_and_namespaces())
+    state = "running" if talker.returncode() is None else f"exited with {talker.returncode()}"
+    return (
+        f"CLI exit {result.returncode}, stdout {result.stdout!r}, stderr {result.stderr[-2000:]!r}; "
+        f"the test's node sees {nodes}; talker {state}, output: {talker.output()[-2000:]!r}"
+    )
+
 
 @pytest.mark.ros
-def test_list_shows_nodes_and_hides_the_cli_own_node(talker, cli, ros_node):
-    probe = ros_node.get_fully_qualified_name()
-    shown = cli.run_until(lambda out: {"/x/demo_talker", probe} <= set(out.splitlines()), "node", "list")
+def test_list_shows_nodes_and_hides_the_cli_own_node(talker_process, cli, ros_node):
+    expected = {TALKER_NODE, ros_node.get_fully_qualified_name()}
+    shown = cli.run_until(lambda out: expected <= set(out.splitlines()), "node", "list", timeout=60.0)
     assert shown.returncode == 0, shown.stderr
-    assert {"/x/demo_talker", probe} <= set(shown.stdout.splitlines())
+    assert expected <= set(shown.stdout.splitlines()), graph_report(shown, ros_node, talker_process)
     assert "_lerobot_ros_cli" not in shown.stdout
 
     everything = cli.run("node", "list", "-a")
