@@ -5,7 +5,7 @@ import pytest
 
 from lerobot_sim_bridge.adapters import SimConfig, make_adapter
 from lerobot_sim_bridge.errors import InvalidConfigError, UnknownEnvironmentError
-from lerobot_sim_bridge.experts.base import make_expert
+from lerobot_sim_bridge.experts.base import expert_steps, make_expert
 
 # Seeds 0..4, 30 fps, a new target every tick. Measured: 5/5 here and 200/200 over seeds 0..199 (see
 # sim_bridge/README.md). The floor allows one miss in five so that a numerically different CPU/BLAS (the IK
@@ -16,16 +16,9 @@ PICK_PLACE_FLOOR = 4
 
 
 def run_episode(adapter, expert, seed, max_steps):
-    adapter.reset(seed)
-    expert.reset()
-    steps = 0
-    while steps < max_steps:
-        objects = {pose.name: pose for pose in adapter.object_poses()}
-        outcome = adapter.step(expert.act(adapter.joint_positions(), objects))
-        steps += 1
-        if outcome.terminated:
-            break
-    return outcome, steps
+    """The last step's outcome and the number of steps of one expert episode (ends on success or termination)."""
+    steps = list(expert_steps(adapter, expert, seed, max_steps))
+    return steps[-1][3], len(steps)
 
 
 def test_pick_place_expert_success_rate_over_fixed_seeds():

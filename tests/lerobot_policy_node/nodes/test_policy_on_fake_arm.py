@@ -174,6 +174,7 @@ def test_commands_at_the_driver_are_continuous_and_never_starve(rig, ros_node, f
     rig(factor, workers=workers)
     # From 1 s after the first command: the first chunk fades in from the measured pose (a deliberate catch-up).
     start_count = len(probe.wait("commands", 1)) + int(EXECUTOR_RATE)
+    probe.wait("states", 1)
     commands = probe.wait("commands", start_count + int(4 * EXECUTOR_RATE))[start_count:]
     stamps, _ = command_steps(commands)
     assert np.all(np.diff(stamps) > 0)  # stamped in order
@@ -208,6 +209,8 @@ def test_disable_stops_motion_and_enable_resumes(rig, ros_node):
     probe = Probe(ros_node)
     rig(0.2, output="joint_trajectory")
     probe.wait("trajectories", 3)
+    # The driver starts last: its joint_states may reach this probe a discovery round after the policy's.
+    probe.wait("states", 1)
     reply = call_service(ros_node, SetBool, "/follower/action_executor/enable", SetBool.Request(data=False))
     assert reply.success, reply.message
     values = probe.diagnostic(lambda v: v["enabled"] == "false")
