@@ -34,6 +34,10 @@ EXPLICIT_TYPE_CHECK_S = 1.0
 # DDS discovery of a participant can take one announcement period (~3 s) when its first announcements
 # are missed, so a graph that still holds no other node after --spin-time is given this much longer.
 EMPTY_GRAPH_EXTRA_S = 3.0
+# rmw's node name for an endpoint whose node announcement (ros_discovery_info) has not arrived yet: the
+# endpoint is known, its node is not listed. Such a graph is given up to UNSETTLED_GRAPH_EXTRA_S more.
+UNKNOWN_NODE_NAME = "_NODE_NAME_UNKNOWN_"
+UNSETTLED_GRAPH_EXTRA_S = 3.0
 
 
 class CliNode:
@@ -79,10 +83,23 @@ class CliNode:
         return done()
 
     def discover(self, spin_time: float) -> None:
-        """Let discovery run for `spin_time` s, and up to EMPTY_GRAPH_EXTRA_S more while no other node is seen."""
+        """Let discovery run for `spin_time` s, then up to EMPTY_GRAPH_EXTRA_S more while no other node is seen
+        and up to UNSETTLED_GRAPH_EXTRA_S more while an endpoint's node is still unknown."""
         self.spin_for(spin_time)
         own = (self.node.get_name(), self.node.get_namespace())
         self.poll(lambda: any(n != own for n in self.node.get_node_names_and_namespaces()), EMPTY_GRAPH_EXTRA_S)
+        self.poll(lambda: not self.has_endpoints_of_unknown_nodes(), UNSETTLED_GRAPH_EXTRA_S)
+
+    def has_endpoints_of_unknown_nodes(self) -> bool:
+        """Whether a publisher or subscription is in the graph before the announcement of its node."""
+        for topic, _ in self.node.get_topic_names_and_types():
+            endpoints = (
+                *self.node.get_publishers_info_by_topic(topic),
+                *self.node.get_subscriptions_info_by_topic(topic),
+            )
+            if any(endpoint.node_name == UNKNOWN_NODE_NAME for endpoint in endpoints):
+                return True
+        return False
 
     def poll(self, probe: Callable[[], T | None], timeout: float) -> T | None:
         """Call `probe` until it returns a truthy value or `timeout` seconds pass; returns the last result.

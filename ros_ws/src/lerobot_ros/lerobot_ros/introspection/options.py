@@ -53,7 +53,7 @@ def add_spin_time(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help=(
             f"seconds to wait for DDS discovery before answering (default: {DEFAULT_SPIN_TIME_S:g}); "
-            "up to 3 s more while no other node has been seen"
+            "up to 3 s more while no other node has been seen, and 3 s more while a topic endpoint's node is unknown"
         ),
     )
 
