@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from lerobot_ros.introspection.names import fully_qualified_node_name
 from lerobot_ros.testing import ManagedProcess
 
 TALKER_NODE = "/x/demo_talker"
@@ -14,7 +15,7 @@ TALKER_NODE = "/x/demo_talker"
 
 def graph_report(result: subprocess.CompletedProcess[str], ros_node, talker: ManagedProcess) -> str:
     """What the CLI printed next to what the test's own node sees and the talker's state, for a failure message."""
-    nodes = sorted(f"{ns.rstrip('/')}/{name}" for name, ns in ros_node.get_node_names_and_namespaces())
+    nodes = sorted(fully_qualified_node_name(ns, name) for name, ns in ros_node.get_node_names_and_namespaces())
     state = "running" if talker.returncode() is None else f"exited with {talker.returncode()}"
     return (
         f"CLI exit {result.returncode}, stdout {result.stdout!r}, stderr {result.stderr[-2000:]!r}; "
