@@ -1,4 +1,7 @@
-"""`colcon build` of ros_ws works the way a ROS 2 user would run it (colcon from PyPI)."""
+"""`colcon build` of ros_ws and the sim bridge works the way a ROS 2 user would run it (colcon from PyPI).
+
+README, "Running with a ROS 2 install": `colcon build --base-paths ros_ws/src sim_bridge`.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +16,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "ros_ws" / "src"
 VENV = Path(sys.prefix)
-PYTHON_PACKAGES = ["lerobot_ros", "lerobot_drivers", "lerobot_policy_node", "lerobot_recorder"]
+SOURCES = {
+    "lerobot_ros": SRC / "lerobot_ros",
+    "lerobot_drivers": SRC / "lerobot_drivers",
+    "lerobot_policy_node": SRC / "lerobot_policy_node",
+    "lerobot_recorder": SRC / "lerobot_recorder",
+    "lerobot_sim_bridge": REPO / "sim_bridge",
+}
+PYTHON_PACKAGES = list(SOURCES)
 
 
 def console_scripts(package: str) -> list[str]:
-    cfg = configparser.ConfigParser()
-    cfg.read(SRC / package / "setup.cfg")
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(SOURCES[package] / "setup.cfg")
     lines = cfg.get("options.entry_points", "console_scripts", fallback="").strip().splitlines()
     return [line.split("=")[0].strip() for line in lines if line.strip()]
 
@@ -34,6 +44,7 @@ def colcon_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "build",
             "--base-paths",
             str(SRC),
+            str(REPO / "sim_bridge"),
             "--build-base",
             str(ws / "build"),
             "--install-base",
@@ -77,7 +88,7 @@ def test_launch_and_config_land_in_share(colcon_install: Path) -> None:
     checked = 0
     for package in PYTHON_PACKAGES:
         for folder in ["launch", "config"]:
-            for source in sorted((SRC / package / folder).glob("*")):
+            for source in sorted((SOURCES[package] / folder).glob("*")):
                 if source.is_file():
                     assert (colcon_install / package / "share" / package / folder / source.name).exists(), source
                     checked += 1
@@ -87,6 +98,34 @@ def test_launch_and_config_land_in_share(colcon_install: Path) -> None:
 @pytest.mark.slow
 def test_console_scripts_land_in_lib_package(colcon_install: Path) -> None:
     for package in PYTHON_PACKAGES:
-        for script in console_scripts(package):
-            assert (colcon_install / package / "lib" / package / script).exists(), f"{package}/{script}"
+        scripts = console_scripts(package)
+        assert scripts, package
+        for script in scripts:
+            path = colcon_install / package / "lib" / package / script
+            assert path.is_file() and os.access(path, os.X_OK), f"{package}/{script}"
     assert (colcon_install / "lerobot_ros" / "lib" / "lerobot_ros" / "lerobot-ros").exists()
+
+
+@pytest.mark.slow
+def test_installed_executables_run(colcon_install: Path) -> None:
+    # What `ros2 run lerobot_sim_bridge sim_render_meshes --help` runs, with the PYTHONPATH `install/setup.bash` sets.
+    paths = [
+        str(colcon_install / p / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
+        for p in [*PYTHON_PACKAGES, "lerobot_msgs"]
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONNOUSERSITE="1")
+    for package, exe in [
+        ("lerobot_sim_bridge", "sim_render_meshes"),
+        ("lerobot_drivers", "fake_servo_bus"),
+        ("lerobot_ros", "lerobot-ros"),
+    ]:
+        result = subprocess.run(
+            [str(colcon_install / package / "lib" / package / exe), "--help"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, f"{package}/{exe}: {result.stderr[-2000:]}"
+        assert "usage:" in result.stdout
