@@ -6,10 +6,13 @@ node feeds it; the tests drive it with made-up clocks.
 Rules: on activation the target is the measured position. A streamed command older than
 `command_timeout` is dropped and the target holds. Commands and trajectories with NaN/inf values, unknown
 joints or non-increasing times are rejected whole and the target holds. Targets are clipped to the joint
-limits, to `max_velocity * dt` from the previous target and to `max_relative_target` from the measured
-position (LeRobot's `max_relative_target`). A new trajectory splices in at its start time
-(JointTrajectoryController semantics): the motion up to that time is kept, and from it the new points are
-followed, starting from where the old motion was at that time.
+limits, then to `max_relative_target` from the measured position (LeRobot's `max_relative_target`), then
+to `max_velocity * min(dt, update_period)` from the last target that reached the motors: the velocity
+limit comes last, so no other rule can make the goal step further. Crediting at most one `update_period`
+per update means a gap (a silent bus, an overrun) never turns into a catch-up step; after a failed write
+(`write_failed()`) the next step starts again from the goal the motors still hold. A new trajectory
+splices in at its start time (JointTrajectoryController semantics): the motion up to that time is kept,
+and from it the new points are followed, starting from where the old motion was at that time.
 """
 
 from __future__ import annotations
@@ -31,14 +34,20 @@ class CommandRejected(ValueError):
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """Limits and timing of one arm. Angles in radians; 0 disables `max_relative_target` / `max_velocity`."""
+    """Limits and timing of one arm. Angles in radians; 0 disables `max_relative_target` / `max_velocity`.
+
+    `max_velocity` (rad/s) is one value for every joint or one per joint. `update_period` (s) is the
+    nominal time between updates (the driver's loop period): the velocity limit credits at most this much
+    time to one update, so one update moves the goal by at most `max_velocity * update_period`.
+    """
 
     joint_names: tuple[str, ...]
     lower: tuple[float, ...]
     upper: tuple[float, ...]
     max_relative_target: float = 0.0
-    max_velocity: float = 0.0
+    max_velocity: float | tuple[float, ...] = 0.0
     command_timeout: float = 0.5
+    update_period: float = 0.01
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
@@ -51,10 +60,23 @@ class ControllerConfig:
                 raise ValueError(f"limits of {name}: need finite lower < upper, got {low}..{high}")
         if not (math.isfinite(self.max_relative_target) and self.max_relative_target >= 0):
             raise ValueError(f"max_relative_target must be >= 0 (0 = off), got {self.max_relative_target}")
-        if not (math.isfinite(self.max_velocity) and self.max_velocity >= 0):
-            raise ValueError(f"max_velocity must be >= 0 (0 = off), got {self.max_velocity}")
+        velocities = self.joint_max_velocity
+        if len(velocities) != n:
+            raise ValueError(f"max_velocity: need one value or {n} (one per joint), got {len(velocities)}")
+        for name, velocity in zip(self.joint_names, velocities, strict=True):
+            if not (math.isfinite(velocity) and velocity >= 0):
+                raise ValueError(f"max_velocity of {name} must be finite and >= 0 (0 = off), got {velocity}")
         if not self.command_timeout > 0:
             raise ValueError(f"command_timeout must be > 0, got {self.command_timeout}")
+        if not (math.isfinite(self.update_period) and self.update_period > 0):
+            raise ValueError(f"update_period must be > 0 (the loop period, s), got {self.update_period}")
+
+    @property
+    def joint_max_velocity(self) -> tuple[float, ...]:
+        """`max_velocity` per joint (rad/s; 0 = no limit on that joint)."""
+        if isinstance(self.max_velocity, tuple):
+            return tuple(float(v) for v in self.max_velocity)
+        return (float(self.max_velocity),) * len(self.joint_names)
 
 
 @dataclass(frozen=True)
@@ -76,7 +98,10 @@ class ArmController:
         self._index = {name: i for i, name in enumerate(config.joint_names)}
         self._lower = np.array(config.lower, dtype=np.float64)
         self._upper = np.array(config.upper, dtype=np.float64)
+        velocity = np.array(config.joint_max_velocity, dtype=np.float64)
+        self._max_velocity = np.where(velocity > 0, velocity, np.inf)
         self._target: FloatArray | None = None
+        self._unconfirmed: FloatArray | None = None
         self._last_time: float | None = None
         self._command: FloatArray | None = None
         self._command_time = 0.0
@@ -99,12 +124,14 @@ class ArmController:
         if measured.shape != (len(self._index),) or not np.all(np.isfinite(measured)):
             raise ValueError(f"measured positions must be {len(self._index)} finite values, got {measured}")
         self._target = measured.copy()
+        self._unconfirmed = None
         self._last_time = now
         self._command = None
         self._knot_times, self._knots = [], []
 
     def deactivate(self) -> None:
         self._target = None
+        self._unconfirmed = None
         self._command = None
         self._knot_times, self._knots = [], []
 
@@ -180,10 +207,25 @@ class ArmController:
         alpha = (t - t0) / (t1 - t0)
         return self._knots[k - 1] + alpha * (self._knots[k] - self._knots[k - 1])
 
+    def max_step(self, dt: float) -> FloatArray:
+        """How far (rad, per joint) one update `dt` s after the previous one may move the goal; inf = no limit."""
+        credited = min(max(0.0, dt), self.config.update_period)
+        limited = np.isfinite(self._max_velocity)
+        return np.where(limited, np.where(limited, self._max_velocity, 0.0) * credited, np.inf)
+
+    def write_failed(self) -> None:
+        """The target of the last `update` did not reach the motors: the next step starts from the one before."""
+        if self._unconfirmed is not None and self._target is not None:
+            self._target = self._unconfirmed
+        self._unconfirmed = None
+
     def update(self, now: float, measured: Sequence[float] | FloatArray | None) -> ControlOutput:
-        """The target for this cycle. `measured` may be None when the read failed (no relative clipping)."""
+        """The target for this cycle. `measured` may be None when the read failed (no relative clipping).
+
+        The caller writes the target to the motors, or calls `write_failed()` when that write failed.
+        """
         previous = self.target
-        dt = max(0.0, now - (self._last_time if self._last_time is not None else now))
+        dt = now - (self._last_time if self._last_time is not None else now)
         self._last_time = now
         stale = False
         if self._knots:
@@ -197,17 +239,15 @@ class ArmController:
                 desired, source = self._command.copy(), "command"
         else:
             desired, source = previous, "hold"
+        if not np.all(np.isfinite(desired)):
+            # Inputs are checked on arrival; this only guards the arithmetic (e.g. an overflowing trajectory).
+            desired, source = previous, "hold"
 
         names = self.config.joint_names
         clipped_values = np.clip(desired, self._lower, self._upper)
         clipped = tuple(n for n, a, b in zip(names, desired, clipped_values, strict=True) if a != b)
         target = clipped_values
         limited: set[str] = set()
-        if self.config.max_velocity > 0:
-            step = self.config.max_velocity * dt
-            stepped = np.clip(target, previous - step, previous + step)
-            limited |= {n for n, a, b in zip(names, target, stepped, strict=True) if a != b}
-            target = stepped
         if self.config.max_relative_target > 0 and measured is not None:
             here = np.asarray(measured, dtype=np.float64)
             if np.all(np.isfinite(here)):
@@ -215,6 +255,11 @@ class ArmController:
                 relative = np.clip(target, here - bound, here + bound)
                 limited |= {n for n, a, b in zip(names, target, relative, strict=True) if a != b}
                 target = relative
+        step = self.max_step(dt)
+        stepped = np.clip(target, previous - step, previous + step)
+        limited |= {n for n, a, b in zip(names, target, stepped, strict=True) if a != b}
+        target = stepped
+        self._unconfirmed = previous
         self._target = target
         return ControlOutput(
             target=target.copy(),
