@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_drivers.arms.controller import ArmController, ControlOutput
 from lerobot_drivers.arms.spec import ArmSpec
 from lerobot_drivers.motors.bus import MotorBus
 from lerobot_drivers.motors.calibration import (
@@ -189,6 +190,23 @@ class Arm:
         self.hold_and_enable_torque(list(self.spec.leader_torque_on))
         if goals:
             self.bus.sync_write("Goal_Position", goals)
+
+
+def write_target(
+    arm: Arm, controller: ArmController, now: float, measured: Sequence[float] | FloatArray | None
+) -> ControlOutput:
+    """One goal write of the follower loop: the controller's target for `now`, sent to every joint.
+
+    When the write fails the controller is told (`write_failed`), so that the next goal steps from the goal
+    the motors still hold, not from the one that never arrived; the error is raised.
+    """
+    out = controller.update(now, measured)
+    try:
+        arm.write_goal(out.target)
+    except BaseException:
+        controller.write_failed()
+        raise
+    return out
 
 
 def default_fake_calibration(spec: ArmSpec) -> Calibration:

@@ -38,13 +38,17 @@ def port_baudrate(fd: int) -> int | None:
 
 @dataclass
 class Faults:
-    """Faults to inject. Counters are consumed one per reply; rates apply to every reply (seeded)."""
+    """Faults to inject. Counters are consumed one per reply; rates apply to every reply (seeded).
+
+    `silent`: no servo answers (servo power lost, data line cut) while the port itself stays open.
+    """
 
     drop_next: int = 0
     corrupt_next: int = 0
     drop_rate: float = 0.0
     corrupt_rate: float = 0.0
     error_bits: dict[int, int] = field(default_factory=dict)
+    silent: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -74,6 +78,7 @@ class FaultCounters:
     replies: int = 0
     dropped: int = 0
     corrupted: int = 0
+    silenced: int = 0
     ignored_wrong_baud: int = 0
     damaged_requests: int = 0
 
@@ -112,6 +117,9 @@ class FakeServoBus(abc.ABC):
 
     def _reply(self, servo: FakeServo, params: bytes) -> list[bytes]:
         self.counters.replies += 1
+        if self.faults.silent:
+            self.counters.silenced += 1
+            return []
         if self.faults.take_drop():
             self.counters.dropped += 1
             return []

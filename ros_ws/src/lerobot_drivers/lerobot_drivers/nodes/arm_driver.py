@@ -6,6 +6,10 @@ The loop sync-reads the arm, publishes `joint_states` stamped when the read fini
 `ArmController` for the target and sync-writes it. Subscriptions only hand messages to the controller.
 deactivate: stop the loop (the servos hold their last goal). cleanup/shutdown: torque off if
 `torque_off_on_shutdown`, close the port.
+Bus lost (port gone, or `bus_lost_after_failures` failed cycles in a row) or a loop failure: the loop stops
+writing, and the node leaves `active` through the lifecycle error path (deactivate returns ERROR ->
+on_error: torque off if `torque_off_on_error`, close the port -> unconfigured); /diagnostics says ERROR with
+the reason. configure (re-opens the port) + activate recover once the bus is back.
 """
 
 from __future__ import annotations
@@ -32,11 +36,14 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_drivers.arms import get_arm
-from lerobot_drivers.arms.arm import Arm, make_bus
+from lerobot_drivers.arms.arm import Arm, make_bus, write_target
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
 from lerobot_ros.node_main import run_lifecycle_node
+
+# rad/s: below the no-load speed of the STS3215 (~4.7 rad/s at 7.4 V) and of the Koch's Dynamixels.
+DEFAULT_MAX_VELOCITY = 3.0
 
 JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -55,6 +62,7 @@ class LoopStats:
     rejected_inputs: int = 0
     stale_holds: int = 0
     clipped_cycles: int = 0
+    step_limited_cycles: int = 0
     last_rejection: str = ""
     last_bus_error: str = ""
     servo_errors: dict[str, str] = field(default_factory=dict)
@@ -85,6 +93,10 @@ class ArmDriver(LifecycleNode):
         self._last_state: Any = None
         self._trouble_seen = 0
         self._stats_lock = threading.Lock()
+        self._loop_failed = threading.Event()
+        # The loop thread asks for the error transition through this; it runs on the executor's thread, as
+        # every other transition does.
+        self._loop_failure_signal = self.create_guard_condition(self._on_loop_failure)
         self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
 
     def _declare_parameters(self) -> None:
@@ -124,10 +136,10 @@ class ArmDriver(LifecycleNode):
         )
         self.declare_parameter(
             "max_velocity",
-            0.0,
+            DEFAULT_MAX_VELOCITY,
             desc(
-                "max goal speed (rad/s); 0 = off",
-                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=100.0)],
+                "max goal speed (rad/s), every joint: a goal moves at most max_velocity / loop_rate per cycle",
+                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=100.0)],
             ),
         )
         self.declare_parameter(
@@ -182,6 +194,19 @@ class ArmDriver(LifecycleNode):
             ),
         )
         self.declare_parameter(
+            "bus_lost_after_failures",
+            10,
+            desc(
+                "failed cycles in a row after which the bus counts as lost: lifecycle error, then unconfigured",
+                integer_range=[IntegerRange(from_value=1, to_value=100_000)],
+            ),
+        )
+        self.declare_parameter(
+            "torque_off_on_error",
+            False,
+            desc("on a lost bus or a failed loop, try to release torque (the arm may fall); else servos hold"),
+        )
+        self.declare_parameter(
             "connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True)
         )
         self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
@@ -226,6 +251,12 @@ class ArmDriver(LifecycleNode):
                 f"(~/.cache/huggingface/lerobot/calibration/{spec.calibration_kind}/{spec.robot_type}/<id>.json)"
                 " or run `lerobot-ros calibrate`"
             )
+        hold_after, lost_after = int(self._param("hold_after_failures")), int(self._param("bus_lost_after_failures"))
+        if hold_after > lost_after:
+            raise ValueError(
+                f"hold_after_failures ({hold_after}) must not exceed bus_lost_after_failures ({lost_after}): "
+                "the arm is reported ERROR while holding before the bus counts as lost"
+            )
         self._wait_for_port(port)
         check_calibration_location(calibration_path, spec.robot_type, spec.calibration_kind)
         calibration = load_calibration(calibration_path)
@@ -253,6 +284,7 @@ class ArmDriver(LifecycleNode):
                     max_relative_target=self._param("max_relative_target"),
                     max_velocity=self._param("max_velocity"),
                     command_timeout=self._param("command_timeout"),
+                    update_period=1.0 / float(self._param("loop_rate")),
                 )
             )
         except BaseException:
@@ -322,6 +354,7 @@ class ArmDriver(LifecycleNode):
                 self.create_subscription(JointTrajectory, "joint_trajectory", self._on_joint_trajectory, COMMAND_QOS),
             ]
         self._stop.clear()
+        self._loop_failed.clear()
         self._thread = threading.Thread(target=self._run_loop, name="arm_driver_loop", daemon=True)
         self._thread.start()
         self.get_logger().info(
@@ -337,7 +370,10 @@ class ArmDriver(LifecycleNode):
         if self._controller is not None:
             with self._lock:
                 self._controller.deactivate()
-        return super().on_deactivate(state)
+        result = super().on_deactivate(state)
+        if self._loop_failed.is_set():
+            return TransitionCallbackReturn.ERROR  # on to on_error, then unconfigured
+        return result
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release(torque_off=bool(self._param("torque_off_on_shutdown")))
@@ -348,7 +384,16 @@ class ArmDriver(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release(torque_off=False)
+        self._stop_loop()
+        torque_off = self._loop_failed.is_set() and bool(self._param("torque_off_on_error"))
+        self._release(torque_off=torque_off)
+        if self._loop_failed.is_set():
+            self._loop_failed.clear()
+            self.get_logger().error(
+                f"{self._fault}; unconfigured (port closed, "
+                f"{'torque released' if torque_off else 'servos keep their last goal'}): "
+                "configure and activate again once the bus is back"
+            )
         return TransitionCallbackReturn.SUCCESS
 
     def release_hardware(self) -> None:
@@ -416,6 +461,7 @@ class ArmDriver(LifecycleNode):
     def _run_loop(self) -> None:
         period = 1.0 / float(self._param("loop_rate"))
         hold_after = int(self._param("hold_after_failures"))
+        lost_after = int(self._param("bus_lost_after_failures"))
         next_tick = time.perf_counter()
         last_start: float | None = None
         while not self._stop.is_set() and self.context.ok():
@@ -428,13 +474,17 @@ class ArmDriver(LifecycleNode):
                 self._cycle()
                 self._stats.consecutive_failures = 0
             except DisconnectedError as err:
-                self._fail(f"bus disconnected: {err}")
+                self._fail(f"bus lost: port disconnected: {err}")
                 return
             except BusCommunicationError as err:
                 self._stats.failed_cycles += 1
                 self._stats.consecutive_failures += 1
                 self._stats.last_bus_error = str(err)
-                level = "holding" if self._stats.consecutive_failures >= hold_after else "retrying"
+                failures = self._stats.consecutive_failures
+                if failures >= lost_after:
+                    self._fail(f"bus lost: {failures} failed cycles in a row, last: {err}")
+                    return
+                level = "holding" if failures >= hold_after else "retrying"
                 self.get_logger().warning(f"bus error ({level}): {err}", throttle_duration_sec=1.0)
             except Exception as err:
                 # Not a bus fault: stop driving and say so on /diagnostics rather than die silently.
@@ -471,16 +521,17 @@ class ArmDriver(LifecycleNode):
         if self._leader:
             return
         with self._lock:
-            out = controller.update(stamp.nanoseconds * 1e-9, state.positions)
+            out = write_target(arm, controller, stamp.nanoseconds * 1e-9, state.positions)
         if out.stale:
             self._stats.stale_holds += 1
             self.get_logger().warning("joint_commands went stale; holding position", throttle_duration_sec=1.0)
+        if out.step_limited:
+            self._stats.step_limited_cycles += 1
         if out.clipped:
             self._stats.clipped_cycles += 1
             self.get_logger().warning(
                 f"target clipped to joint limits: {', '.join(out.clipped)}", throttle_duration_sec=1.0
             )
-        arm.write_goal(out.target)
 
     def _publish(self, publisher: Any, msg: Any) -> bool:
         """Publish unless ROS is shutting down (SIGINT); returns False when it is."""
@@ -494,8 +545,19 @@ class ArmDriver(LifecycleNode):
         return True
 
     def _fail(self, reason: str) -> None:
+        """The loop stops writing (it returns after this) and the node goes through its error transition."""
         self._fault = reason
-        self.get_logger().error(f"{reason}; driver stopped, the servos keep their last goal")
+        self.get_logger().error(f"{reason}; control loop stopped, nothing more is written")
+        self._loop_failed.set()
+        self._loop_failure_signal.trigger()
+
+    def _on_loop_failure(self) -> None:
+        """Executor thread: leave `active` through the error path (deactivate -> ERROR -> on_error)."""
+        if not self._loop_failed.is_set():
+            return
+        if self._state_machine.current_state[1] != "active":
+            return  # a transition got there first; with the flag set, deactivate already went the error path
+        self.trigger_deactivate()
 
     def _publish_diagnostics(self) -> None:
         stats = self._stats
@@ -540,6 +602,9 @@ class ArmDriver(LifecycleNode):
             "last_rejection": stats.last_rejection,
             "stale_holds": str(stats.stale_holds),
             "clipped_cycles": str(stats.clipped_cycles),
+            "step_limited_cycles": str(stats.step_limited_cycles),
+            "max_velocity_rad_s": f"{self._param('max_velocity'):.3f}",
+            "lifecycle_state": self._state_machine.current_state[1],
             "last_bus_error": stats.last_bus_error,
         }
         if arm is not None:
