@@ -215,6 +215,54 @@ def test_holds_on_nan_and_stale_commands(arm_rig, ros_node):
     assert "stale" in driver.output()
 
 
+def goal_recorder(fake):
+    """Every Goal_Position the fake servos receive, per motor id, in order."""
+    writes: dict[int, list[int]] = {i: [] for i in fake.servos}
+    address = fake.servo(1).model.register("Goal_Position").address
+
+    def on_write(motor_id, written_address, data):
+        if written_address == address:
+            writes[motor_id].append(fake.servo(motor_id).get("Goal_Position"))
+
+    fake.on_write = on_write
+    return writes
+
+
+def test_a_far_trajectory_and_a_silent_bus_never_step_a_goal_above_max_velocity(arm_rig, ros_node):
+    # Issue 18: a 1e6 target stepped Goal_Position 1.77 rad (3.34 rad on wrist_roll) in one cycle, and after
+    # a silent bus the goal caught up by 0.31 rad in one cycle. Default max_velocity: 3 rad/s.
+    from builtin_interfaces.msg import Duration
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    probe = Probe(ros_node)
+    fake, _, driver = arm_rig(bus_timeout=0.02)
+    writes = goal_recorder(fake)
+    driver.wait_for_output("active")
+    probe.wait_states(5)
+    limit_ticks = math.ceil(3.0 / LOOP_RATE / (2 * math.pi / 4095)) + 1
+    traj = JointTrajectory()
+    traj.joint_names = list(get_arm("so101_follower").joint_names)
+    traj.points.append(
+        JointTrajectoryPoint(positions=[1e6, -1e6, 1e6, -1e6, 1e6, 1e6], time_from_start=Duration(sec=1))
+    )
+    probe.trajectories.publish(traj)
+    probe.wait_position("wrist_roll", lambda p: p > 1.0)
+    with fake.lock:
+        fake.faults.silent = True  # a few failed cycles (0.06 s each), fewer than bus_lost_after_failures
+    while fake.counters.silenced < 6 * 3 * 4:
+        time.sleep(0.01)
+    with fake.lock:
+        fake.faults.silent = False
+    probe.wait_position("wrist_roll", lambda p: p > 3.0)
+    _, values = probe.wait_diagnostic(lambda s, v: int(v.get("failed_cycles", "0")) >= 3)
+    assert int(values["step_limited_cycles"]) > 0
+    for motor_id, goals in writes.items():
+        steps = [abs(b - a) for a, b in itertools.pairwise(goals)]
+        assert len(goals) > 20 and max(steps) <= limit_ticks, (motor_id, max(steps), limit_ticks)
+    assert max(abs(b - a) for a, b in itertools.pairwise(writes[5])) >= limit_ticks - 2  # it did move at the limit
+    assert "Traceback" not in driver.output()
+
+
 @pytest.mark.parametrize("fault", ["drop", "corrupt", "error_bits"])
 def test_survives_injected_faults_without_a_jump(arm_rig, ros_node, fault):
     probe = Probe(ros_node)
@@ -255,9 +303,11 @@ def test_disconnect_reports_error(arm_rig, ros_node):
     pty.disconnect()
     # ERROR with the reason, and the node is no longer active (issue 18: it stayed active after an unplug).
     probe.wait_diagnostic(
-        lambda s, v: s.level == b"\x02"
-        and "bus lost: port disconnected" in s.message
-        and v.get("lifecycle_state") == "unconfigured"
+        lambda s, v: (
+            s.level == b"\x02"
+            and "bus lost: port disconnected" in s.message
+            and v.get("lifecycle_state") == "unconfigured"
+        )
     )
     driver.wait_for_output("configure and activate again once the bus is back")
     assert "Traceback" not in driver.output()
