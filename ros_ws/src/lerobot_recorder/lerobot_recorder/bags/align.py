@@ -2,7 +2,11 @@
 
 The rule (DESIGN.md section 6, the same as the live recorder and the policy node):
 
-* frame 0 is at the first time where every feature has a sample (so frame 0 holds real data);
+* frame 0 is at or after the first time where every feature has a sample (so frame 0 holds real data), and
+  less than one frame period after it: where exactly is the grid phase (`grid_start`): the grid is placed
+  just after the stamps of the cameras (features marked `image`) running at the fps, by their phase and
+  jitter measured over the first `PHASE_WINDOW_FRAMES` frame periods, so each frame shows each camera's
+  newest image instead of, for a camera whose stamps jitter around the grid points, its previous one;
 * frame k is at ``t0 + round(k * 1e9 / fps)`` ns (`frame_time`);
 * ``hold`` (default): a frame takes, per feature, the newest sample stamped at or before the frame time --
   a sample stamped exactly at the frame time belongs to that frame -- and nothing from the future;
@@ -20,15 +24,25 @@ time.
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from lerobot_recorder.bags.errors import NonMonotonicStampError
 
 ALIGN_MODES = ("hold", "nearest", "linear")
 NS = 1_000_000_000
+# The grid phase is measured over this many frame periods from the first time every feature has a sample.
+PHASE_WINDOW_FRAMES = 10
+# A camera needs this many stamps in the window, all spaced by about whole frame periods, to set the phase.
+PHASE_MIN_SAMPLES = 4
+# Grid points sit this many times a camera's largest measured deviation after its mean phase.
+PHASE_MARGIN = 2.0
+# Stamps kept per camera for the phase (a camera that started long before the others keeps its newest ones).
+PHASE_MAX_STAMPS = 64
 
 
 def frame_time(t0_ns: int, k: int, fps: int) -> int:
@@ -43,6 +57,9 @@ class AlignFeature:
     key: str
     max_age_ns: int | None = None
     interpolate: bool = False  # linear mode applies (vectors); otherwise linear degrades to nearest
+    # A camera: its stamp phase places the frame grid (`grid_start`) and the report counts its images that
+    # frames reused or never used.
+    image: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +69,7 @@ class Sample:
     stamp_ns: int
     seq: int
     payload: Any
+    index: int = -1  # number of this sample among its feature's samples of the episode (0-based)
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,10 @@ class FeatureSync:
     stale_drops: int = 0
     first_stamp_ns: int | None = None
     last_stamp_ns: int | None = None
+    image: bool = False
+    reused: int = 0  # kept frames holding the same sample as the kept frame before
+    unused: int = 0  # samples between two kept frames' picks that no kept frame holds
+    last_pick_index: int | None = None
 
 
 @dataclass
@@ -133,10 +155,139 @@ class SyncReport:
                     "max_skew_s": round(f.max_skew_s, 9),
                     "mean_skew_s": round(f.sum_skew_s / self.frames_kept, 9) if self.frames_kept else None,
                     "stale_drops": f.stale_drops,
+                    "reused": f.reused,
+                    "unused": f.unused,
                 }
                 for key, f in self.features.items()
             },
+            "images": {key: {"reused": f.reused, "unused": f.unused} for key, f in self.features.items() if f.image},
         }
+
+
+def new_report(mode: str, fps: int, features: Sequence[AlignFeature]) -> SyncReport:
+    """An empty report of one episode."""
+    return SyncReport(mode=mode, fps=fps, features={f.key: FeatureSync(image=f.image) for f in features})
+
+
+def _whole_periods(interval_ns: int, period_ns: float) -> bool:
+    """True when an interval between two stamps is about a whole number (>= 1) of frame periods."""
+    ratio = interval_ns / period_ns
+    return ratio >= 0.75 and abs(ratio - round(ratio)) <= 0.25
+
+
+def grid_start(stamps: Mapping[str, Sequence[int]], fps: int, first_ns: int | None = None) -> int:
+    """Time of frame 0: at or after `first_ns` (default: the latest first stamp), less than a period later.
+
+    `stamps` holds each camera's stamps (ascending); only the ones up to `PHASE_WINDOW_FRAMES` periods after
+    `first_ns` count. A camera whose stamps are spaced by about whole frame periods (at least
+    `PHASE_MIN_SAMPLES` of them) has a phase (the circular mean of its stamps modulo the period) and a jitter
+    (the largest deviation from it); the grid goes `PHASE_MARGIN` jitters after one camera's phase, choosing
+    the camera for which no camera's stamps come within its margin before a grid point and the oldest image a
+    frame holds is the newest. Without such a camera frame 0 is at `first_ns`. The bag aligner and the live
+    sampler both call this, so a recording and a bag of it get the same grid.
+    """
+    if first_ns is None:
+        first_ns = max(values[0] for values in stamps.values() if values)
+    period = NS / fps
+    window_end = first_ns + PHASE_WINDOW_FRAMES * NS // fps
+    phases: list[tuple[float, float]] = []  # (phase after first_ns, margin), ns
+    for values in stamps.values():
+        used = [t for t in values if t <= window_end]
+        if len(used) < PHASE_MIN_SAMPLES:
+            continue
+        if not all(_whole_periods(b - a, period) for a, b in pairwise(used)):
+            continue
+        angles = [2 * math.pi * ((t - first_ns) % period) / period for t in used]
+        mean = math.atan2(sum(map(math.sin, angles)), sum(map(math.cos, angles)))
+        phase = (mean / (2 * math.pi) * period) % period
+        jitter = max(abs((((t - first_ns) - phase + period / 2) % period) - period / 2) for t in used)
+        phases.append((phase, min(PHASE_MARGIN * jitter, period / 2)))
+    if not phases:
+        return first_ns
+    best: tuple[int, float, float] | None = None
+    for phase, margin in phases:
+        theta = (phase + margin) % period
+        lags = [((theta - p) % period, m) for p, m in phases]
+        # A lag within 1 ns of the margin is the candidate's own (float rounding), not a violation.
+        late = sum(lag < m - 1.0 for lag, m in lags)
+        score = (late, max(lag for lag, _ in lags), theta)
+        if best is None or score < best:
+            best = score
+    assert best is not None
+    return first_ns + min(math.ceil(best[2]), NS // fps)
+
+
+class GridPhase:
+    """Collects the cameras' first stamps of an episode until the grid phase can be chosen (`grid_start`).
+
+    The phase can be chosen once every feature has a sample and each camera either has a sample after the
+    measuring window, or cannot set the phase (an interval that is not about whole frame periods), or has
+    ended; callers may force the choice earlier (a silent topic) with what is there.
+    """
+
+    def __init__(self, features: Sequence[AlignFeature], fps: int) -> None:
+        self.fps = fps
+        self.first: dict[str, int] = {}
+        self.keys = [f.key for f in features]
+        self._stamps: dict[str, deque[int]] = {f.key: deque(maxlen=PHASE_MAX_STAMPS) for f in features if f.image}
+        self._irregular: set[str] = set()
+        self._after: set[str] = set()
+
+    @property
+    def first_ns(self) -> int | None:
+        """The first time every feature has a sample (None until then)."""
+        if len(self.first) < len(self.keys):
+            return None
+        return max(self.first.values())
+
+    @property
+    def window_end_ns(self) -> int | None:
+        """The end of the phase-measuring window (None until every feature has a sample)."""
+        first = self.first_ns
+        return None if first is None else first + PHASE_WINDOW_FRAMES * NS // self.fps
+
+    def add(self, key: str, stamp_ns: int) -> None:
+        """A sample of `key` (stamps of one key ascending)."""
+        self.first.setdefault(key, stamp_ns)
+        stamps = self._stamps.get(key)
+        if stamps is None or key in self._irregular or key in self._after:
+            return
+        end = self.window_end_ns
+        if end is not None and stamp_ns > end:
+            self._after.add(key)
+            return
+        if stamps and not _whole_periods(stamp_ns - stamps[-1], NS / self.fps):
+            self._irregular.add(key)  # grid_start would not use it either
+        stamps.append(stamp_ns)
+
+    def ready(self, ended: Collection[str] = ()) -> bool:
+        """True once the window holds everything `grid_start` will use."""
+        end = self.window_end_ns
+        if end is None:
+            return False
+        for key, stamps in self._stamps.items():
+            if key in self._irregular or key in self._after or key in ended:
+                continue
+            if stamps and stamps[-1] > end:
+                continue
+            return False
+        return True
+
+    def waiting(self) -> list[str]:
+        """Cameras whose window is not complete yet."""
+        end = self.window_end_ns
+        return [
+            key
+            for key, stamps in self._stamps.items()
+            if key not in self._irregular and key not in self._after and not (stamps and end and stamps[-1] > end)
+        ]
+
+    def choose(self) -> int:
+        """Time of frame 0 (needs every feature to have a sample)."""
+        first = self.first_ns
+        assert first is not None, "the grid needs a sample of every feature"
+        regular = {k: list(v) for k, v in self._stamps.items() if k not in self._irregular and v}
+        return grid_start(regular, self.fps, first)
 
 
 class Aligner:
@@ -166,7 +317,8 @@ class Aligner:
         self._next_slot = 0
         self._t0: int | None = None
         self._ended: set[str] = set()
-        self.report = SyncReport(mode=mode, fps=fps, features={f.key: FeatureSync() for f in features})
+        self._phase = GridPhase(features, fps)
+        self.report = new_report(mode, fps, features)
 
     def push(self, key: str, stamp_ns: int, payload: Any) -> Iterator[AlignedFrame]:
         """Add a sample; yields the frames it completes."""
@@ -181,13 +333,28 @@ class Aligner:
         stats.last_stamp_ns = stamp_ns
         stats.samples += 1
         self._seq += 1
-        self._buffers[key].append(Sample(stamp_ns, self._seq, payload))
-        if self._t0 is None:
-            if any(f.first_stamp_ns is None for f in self.report.features.values()):
-                return
-            self._t0 = max(f.first_stamp_ns or 0 for f in self.report.features.values())
-            self.report.t0_ns = self._t0
+        self._buffers[key].append(Sample(stamp_ns, self._seq, payload, stats.samples - 1))
+        self._phase.add(key, stamp_ns)
         yield from self._release()
+
+    def _start_grid(self) -> bool:
+        """Choose frame 0's time once the grid phase is measured (or a silent camera forces it); True when set."""
+        if self._t0 is not None:
+            return True
+        first = self._phase.first_ns
+        if first is None:
+            return False
+        self._trim(first)  # frame 0 is at or after `first`: older samples but the newest one are not needed
+        if not self._phase.ready(self._ended):
+            newest = max(b[-1].stamp_ns for b in self._buffers.values() if b)
+            waiting = self._phase.waiting()
+            behind = [self._buffers[k][-1].stamp_ns for k in waiting if self._buffers[k]]
+            if not behind or newest - min(behind) <= self.max_lag_ns:
+                return False
+            self.report.forced_releases += 1  # a camera fell silent inside the window: choose with what is there
+        self._t0 = self._phase.choose()
+        self.report.t0_ns = self._t0
+        return True
 
     def end(self, key: str) -> Iterator[AlignedFrame]:
         """No more samples will come for `key`; yields the frames this completes."""
@@ -211,8 +378,9 @@ class Aligner:
         return len(self._ended) == len(self.features)
 
     def _release(self) -> Iterator[AlignedFrame]:
-        if self._t0 is None:
+        if not self._start_grid():
             return
+        assert self._t0 is not None
         while True:
             t = frame_time(self._t0, self._next_slot, self.fps)
             ended = [self.report.features[k].last_stamp_ns or 0 for k in self._ended]
@@ -301,4 +469,11 @@ def check_frame(
         fs = report.features[key]
         fs.max_skew_s = max(fs.max_skew_s, skew)
         fs.sum_skew_s += skew
+        index = (pick.after or pick.sample).index
+        if fs.last_pick_index is not None and index >= 0:
+            if index == fs.last_pick_index:
+                fs.reused += 1
+            else:
+                fs.unused += max(0, index - fs.last_pick_index - 1)
+        fs.last_pick_index = index
     return AlignedFrame(slot, t, picks)

@@ -3,7 +3,9 @@
 The rule is the bag converter's (`lerobot_recorder.bags.align`, DESIGN.md section 6), applied live:
 
 * an episode starts at `start_ns`; samples stamped before it are ignored, and frame 0 is at the first time
-  where every feature has a sample (the latest of the features' first stamps), so frame 0 holds real data;
+  where every feature has a sample (the latest of the features' first stamps), or up to one frame period
+  later where the cameras' measured stamp phase puts the grid (`align.grid_start`, the same function as the
+  bag converter), so frame 0 holds real data and frames show each camera's newest image;
 * frame k is at ``frame_time(t0, k, fps)``; it takes, per feature, the newest sample stamped at or before the
   frame time (a sample stamped exactly at the frame time belongs to that frame) and nothing from the future;
 * a frame whose sample for some feature is older than that feature's `max_age_ns`, or whose samples are spread
@@ -11,11 +13,17 @@ The rule is the bag converter's (`lerobot_recorder.bags.align`, DESIGN.md sectio
 
 Live, a frame cannot wait for the future forever: frame t is sampled as soon as every feature has a sample
 stamped after t (nothing at or before t can still come, stamps being monotonic per topic), or once the clock
-reaches ``t + latency_ns`` (a topic has paused; its frame is then judged by `max_age_ns`). The clock is read
-through the smallest receive-minus-stamp offset seen in the episode, so stamps on another clock than the
-recorder's (a device clock, sim time) still work. A sample that arrives after its frame was sampled is
-counted as late. Recording a bag of the same stream and converting it
+reaches ``t + latency_ns`` (a topic has paused; its frame is then judged by `max_age_ns`). A sample that
+arrives after its frame was sampled is counted as late. Recording a bag of the same stream and converting it
 with ``bag2dataset --split marker:...`` (markers at the episode starts) gives the same frames.
+
+The clock is read through the receive-minus-stamp offset (`StampClock`), so stamps on another clock than the
+recorder's (a device clock, sim time) still work. One bad stamp never moves it: a sample stamped 0, before 0,
+or more than `clock_jump_ns` away from the clock's reading (ahead: future; behind: far past) is refused and
+counted under that reason (`rejected`, `last_rejection`); only `CLOCK_CONFIRM_SAMPLES` consecutive samples
+that agree on a new clock are a clock reset (a sim restarted), which ends the episode (ClockJumpError) as
+before. The work of one `poll` is bounded: a stretch of frame slots where no topic has data (the clock leapt
+ahead) is counted as stale drops in one step, not walked one slot at a time.
 
 Memory is bounded: per feature only the newest sample at or before the next frame time and the ones after it
 are kept, and at most `max_samples` of them.
@@ -24,7 +32,7 @@ are kept, and at most `max_samples` of them.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +40,74 @@ from lerobot_recorder.bags.align import (
     NS,
     AlignedFrame,
     AlignFeature,
-    FeatureSync,
+    GridPhase,
     Pick,
     Sample,
     SyncReport,
     check_frame,
     frame_time,
+    new_report,
 )
 from lerobot_recorder.recorder.errors import ClockJumpError
+
+# Why a sample's stamp was refused.
+STAMP_REJECTIONS = ("zero", "negative", "future", "far_past")
+# Consecutive samples that must agree on a new clock before it replaces the old one (a clock reset).
+CLOCK_CONFIRM_SAMPLES = 5
+
+
+class StampClock:
+    """The offset (receive time - stamp) between the recorder's clock and the stamps' clock, robust to outliers.
+
+    A sample whose offset is within `bound_ns` of the estimate is accepted; the estimate is the second smallest
+    accepted offset (the smallest transport delay seen, but never set by one sample alone). A sample further
+    away is refused; `confirm` consecutive refused samples agreeing with each other are a new clock.
+    """
+
+    def __init__(self, bound_ns: int, confirm: int = CLOCK_CONFIRM_SAMPLES) -> None:
+        if bound_ns <= 0:
+            raise ValueError(f"bound_ns must be positive, got {bound_ns}")
+        if confirm < 1:
+            raise ValueError(f"confirm must be >= 1, got {confirm}")
+        self.bound_ns = bound_ns
+        self.confirm = confirm
+        self.accepted = 0  # samples accepted on the current clock
+        self._low: list[int] = []  # the two smallest accepted offsets
+        self._challenger: list[int] = []
+
+    @property
+    def offset_ns(self) -> int | None:
+        """receive - stamp of the current clock (None before the first sample)."""
+        return self._low[-1] if self._low else None
+
+    @property
+    def settled(self) -> bool:
+        """True once `confirm` samples agreed on the clock."""
+        return self.accepted >= self.confirm
+
+    def check(self, stamp_ns: int, receive_ns: int) -> str | None:
+        """None: the sample fits the clock; "future"/"far_past": refused; "reset": it confirmed a new clock."""
+        offset = receive_ns - stamp_ns
+        estimate = self.offset_ns
+        if estimate is None or abs(offset - estimate) <= self.bound_ns:
+            self._accept(offset)
+            self._challenger.clear()
+            return None
+        if self._challenger and abs(offset - self._challenger[0]) <= self.bound_ns:
+            self._challenger.append(offset)
+        else:
+            self._challenger = [offset]
+        if len(self._challenger) >= self.confirm:
+            new, self._challenger = self._challenger, []
+            self._low, self.accepted = [], 0
+            for value in new:
+                self._accept(value)
+            return "reset"
+        return "future" if offset < estimate else "far_past"
+
+    def _accept(self, offset: int) -> None:
+        self.accepted += 1
+        self._low = sorted([*self._low, offset])[:2]
 
 
 @dataclass
@@ -51,6 +119,7 @@ class LiveStats:
     overflow: int = 0
     ignored_before_start: int = 0
     late_by_feature: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)  # refused stamps by reason (STAMP_REJECTIONS)
 
 
 class LiveSampler:
@@ -74,25 +143,36 @@ class LiveSampler:
             raise ValueError(f"latency_ns must be >= 0, got {latency_ns}")
         if max_samples < 2:
             raise ValueError(f"max_samples must be >= 2, got {max_samples}")
+        if clock_jump_ns <= 0:
+            raise ValueError(f"clock_jump_ns must be positive, got {clock_jump_ns}")
+        self._features = list(features)
         self.features = {f.key: f for f in features}
         self.fps = fps
         self.tolerance_ns = tolerance_ns
         self.latency_ns = latency_ns
         self.clock_jump_ns = clock_jump_ns
         self.max_samples = max_samples
+        self.clock = StampClock(clock_jump_ns)
+        self.rejected: dict[str, int] = {}  # refused stamps by reason, since the sampler was made
+        self.last_rejection = ""
         self._buffers: dict[str, deque[Sample]] = {k: deque() for k in self.features}
         self._last_stamp: dict[str, int] = {}
         self._last_now: int | None = None
-        self._offset: int | None = None
         self._seq = 0
         self._start_ns: int | None = None
         self._t0: int | None = None
         self._next_slot = 0
+        self._clock_changed = False
+        self._phase = GridPhase(self._features, fps)
         self.report = self._new_report()
         self.live = LiveStats()
 
     def _new_report(self) -> SyncReport:
-        return SyncReport(mode="hold", fps=self.fps, features={k: FeatureSync() for k in self.features})
+        return new_report("hold", self.fps, self._features)
+
+    @property
+    def _offset(self) -> int:
+        return self.clock.offset_ns or 0
 
     @property
     def active(self) -> bool:
@@ -101,7 +181,7 @@ class LiveSampler:
 
     @property
     def t0_ns(self) -> int | None:
-        """Time of frame 0 (None until every feature has a sample in this episode)."""
+        """Time of frame 0 (None until every feature has a sample in this episode and the grid is placed)."""
         return self._t0
 
     @property
@@ -114,49 +194,45 @@ class LiveSampler:
         """Features that never had a sample since the sampler was made (episode or not)."""
         return [k for k in self.features if k not in self._last_stamp]
 
+    @property
+    def clock_settled(self) -> bool:
+        """False while the first samples with receive times have not yet agreed on the stamps' clock."""
+        return self.clock.offset_ns is None or self.clock.settled
+
     def start(self, start_ns: int) -> int:
         """Begin an episode at clock time `start_ns`; returns the start on the stamps' clock.
 
         Samples stamped before the returned time are not used (it equals `start_ns` when the stamps are on the
         recorder's clock, up to the smallest transport delay seen).
         """
-        self._start_ns = start_ns - (self._offset or 0)
+        self._start_ns = start_ns - self._offset
         self._last_now = None
         self._t0 = None
         self._next_slot = 0
+        self._clock_changed = False
+        self._phase = GridPhase(self._features, self.fps)
         for buf in self._buffers.values():
             buf.clear()
         self.report = self._new_report()
         self.live = LiveStats()
         return self._start_ns
 
-    def push(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None = None) -> None:
+    def push(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None = None) -> str | None:
         """Add a sample of feature `key` (received at clock time `receive_ns`, when known).
 
-        Raises ClockJumpError when the feature's stamps went back by more than `clock_jump_ns`.
+        Returns None when the sample was taken, else why not (one of STAMP_REJECTIONS, "out_of_order",
+        "before_start"). Raises ClockJumpError when the stamps moved to a new clock during an episode (or,
+        without receive times, when the feature's stamps went back by more than `clock_jump_ns`).
         """
-        last = self._last_stamp.get(key)
-        if last is not None and stamp_ns < last:
-            if last - stamp_ns > self.clock_jump_ns:
-                self._last_stamp[key] = stamp_ns
-                self._offset = None
-                if self._start_ns is None:
-                    return  # between episodes a reset clock is expected (sim resets)
-                raise ClockJumpError(
-                    f"{key}: stamp {stamp_ns / NS:.3f} s is {(last - stamp_ns) / NS:.3f} s before the previous one "
-                    f"({last / NS:.3f} s): the clock was reset"
-                )
-            self.live.out_of_order += 1
-            return
+        reason = self._judge(key, stamp_ns, receive_ns)
+        if reason is not None:
+            return reason
         self._last_stamp[key] = stamp_ns
-        if receive_ns is not None:
-            offset = receive_ns - stamp_ns
-            self._offset = offset if self._offset is None else min(self._offset, offset)
         if self._start_ns is None:
-            return
+            return None
         if stamp_ns < self._start_ns:
             self.live.ignored_before_start += 1
-            return
+            return "before_start"
         stats = self.report.features[key]
         if self._t0 is not None and stamp_ns <= frame_time(self._t0, self._next_slot - 1, self.fps):
             self.live.late_samples += 1
@@ -167,48 +243,121 @@ class LiveSampler:
         stats.samples += 1
         self._seq += 1
         buf = self._buffers[key]
-        buf.append(Sample(stamp_ns, self._seq, payload))
+        buf.append(Sample(stamp_ns, self._seq, payload, stats.samples - 1))
         if len(buf) > self.max_samples:
             buf.popleft()
             self.live.overflow += 1
-        if self._t0 is None and not self.waiting_for:
-            self._t0 = max(f.first_stamp_ns or 0 for f in self.report.features.values())
-            self.report.t0_ns = self._t0
+        self._phase.add(key, stamp_ns)
+        return None
+
+    def _judge(self, key: str, stamp_ns: int, receive_ns: int | None) -> str | None:
+        """Why the sample cannot be used (None: it can); raises ClockJumpError on a clock reset in an episode."""
+        if stamp_ns < 0:
+            return self._reject(key, "negative", f"stamp {stamp_ns / NS:.3f} s is negative")
+        if receive_ns is not None:
+            before = self.clock.offset_ns
+            verdict = self.clock.check(stamp_ns, receive_ns)
+            if verdict in ("future", "far_past"):
+                assert before is not None
+                off = (receive_ns - stamp_ns - before) / NS
+                where = f"{-off:.3f} s ahead of" if verdict == "future" else f"{off:.3f} s behind"
+                reason = "zero" if stamp_ns == 0 else verdict  # a header nobody stamped
+                return self._reject(
+                    key, reason, f"stamp {stamp_ns / NS:.3f} s is {where} the clock (more than clock_jump_s)"
+                )
+            if verdict == "reset":
+                assert before is not None
+                moved = (self.clock.offset_ns or 0) - before
+                self._last_stamp.clear()
+                way = "back" if moved > 0 else "ahead"
+                return self._clock_reset(
+                    f"{key}: {self.clock.confirm} samples in a row agree on stamps {abs(moved) / NS:.3f} s {way} "
+                    "of the previous clock: the clock was reset"
+                )
+        elif self._last_now is not None and stamp_ns - self._last_now > self.clock_jump_ns:
+            ahead = (stamp_ns - self._last_now) / NS
+            return self._reject(key, "future", f"stamp {stamp_ns / NS:.3f} s is {ahead:.3f} s ahead of the clock")
+        last = self._last_stamp.get(key)
+        if last is not None and stamp_ns < last:
+            if last - stamp_ns <= self.clock_jump_ns:
+                self.live.out_of_order += 1
+                return "out_of_order"
+            if stamp_ns == 0 and receive_ns is None:
+                return self._reject(key, "zero", "stamp 0 (unset header) after a stamped message")
+            # The stamps went back and, with receive times, the recorder's clock with them (sim time reset).
+            self._last_stamp[key] = stamp_ns
+            return self._clock_reset(
+                f"{key}: stamp {stamp_ns / NS:.3f} s is {(last - stamp_ns) / NS:.3f} s before the previous one "
+                f"({last / NS:.3f} s): the clock was reset"
+            )
+        return None
+
+    def _clock_reset(self, message: str) -> str | None:
+        """Between episodes a reset clock is expected (sim resets); during one it ends the episode."""
+        if self._start_ns is None:
+            return None
+        self._clock_changed = True
+        raise ClockJumpError(message)
+
+    def _reject(self, key: str, reason: str, text: str) -> str:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        self.live.rejected[reason] = self.live.rejected.get(reason, 0) + 1
+        self.last_rejection = f"{key}: {text}: sample ignored ({reason})"
+        return reason
 
     def poll(self, now_ns: int) -> list[AlignedFrame]:
         """Frames that can be sampled at clock time `now_ns` (kept ones only; drops are counted in `report`)."""
         if self._last_now is not None and now_ns < self._last_now - self.clock_jump_ns:
             back = (self._last_now - now_ns) / NS
             self._last_now = now_ns
-            self._offset = None
             raise ClockJumpError(f"the clock went back {back:.3f} s (from a sim reset or a time source change)")
         self._last_now = now_ns if self._last_now is None else max(self._last_now, now_ns)
-        stamp_now = now_ns - (self._offset or 0)
-        return self._release(lambda t: stamp_now >= t + self.latency_ns)
+        return self._release(now_ns - self._offset - self.latency_ns)
 
     def stop(self, end_ns: int) -> list[AlignedFrame]:
         """End the episode at clock time `end_ns`: the remaining frames, up to the earliest last sample."""
         frames: list[AlignedFrame] = []
-        if self._t0 is not None:
-            last = min(f.last_stamp_ns or 0 for f in self.report.features.values())
-            limit = min(last, end_ns - (self._offset or 0))
-            frames = self._release(lambda t: t <= limit, stop_at=limit)
+        if not self.waiting_for:
+            limit = min(f.last_stamp_ns or 0 for f in self.report.features.values())
+            if not self._clock_changed:  # after a reset the clock reads the new stamps, the buffers hold old ones
+                limit = min(limit, end_ns - self._offset)
+            frames = self._release(limit, stop_at=limit, force=True)
         self._start_ns = None
         for buf in self._buffers.values():
             buf.clear()
         return frames
 
-    def _release(self, due: Callable[[int], bool], stop_at: int | None = None) -> list[AlignedFrame]:
+    def _start_grid(self, due_until: int, force: bool) -> bool:
+        """Place frame 0 once the cameras' phase is measured (or the window is due, or the episode ends)."""
+        if self._t0 is not None:
+            return True
+        first = self._phase.first_ns
+        if first is None:
+            return False
+        self._trim(first)  # frame 0 is at or after `first`: older samples but the newest are not needed
+        end = self._phase.window_end_ns
+        assert end is not None
+        if not (force or self._phase.ready() or due_until >= end):
+            return False
+        self._t0 = self._phase.choose()
+        self.report.t0_ns = self._t0
+        return True
+
+    def _release(self, due_until: int, stop_at: int | None = None, force: bool = False) -> list[AlignedFrame]:
+        """Frames complete or due (frame time <= `due_until`), up to `stop_at`."""
         out: list[AlignedFrame] = []
-        if self._t0 is None:
+        if not self._start_grid(due_until, force):
             return out
+        assert self._t0 is not None
         while True:
             t = frame_time(self._t0, self._next_slot, self.fps)
             if stop_at is not None and t > stop_at:
                 break
             complete = all(buf and buf[-1].stamp_ns > t for buf in self._buffers.values())
-            if not (complete or due(t)):
+            if not (complete or t <= due_until):
                 break
+            if not complete and self._skip_silent(t, due_until):
+                continue
             picks = self._picks(t)
             slot = self._next_slot
             self._next_slot += 1
@@ -220,6 +369,41 @@ class LiveSampler:
             elif (frame := self._check(slot, t, picks)) is not None:
                 out.append(frame)
         return out
+
+    def _age_limit(self, key: str) -> int:
+        """How old a held sample may be; a feature without max_age is held at most `clock_jump_ns` here."""
+        limit = self.features[key].max_age_ns
+        return self.clock_jump_ns if limit is None else limit
+
+    def _skip_silent(self, t: int, due_until: int) -> bool:
+        """Count the due slots from `t` on as stale drops in one step when no topic has data after `t` and a
+        held sample is already too old: every one of them would hold the same samples and be dropped."""
+        newest = {k: buf[-1].stamp_ns if buf else None for k, buf in self._buffers.items()}
+        if any(v is None or v > t for v in newest.values()):
+            return False
+        if not any(t - v > self._age_limit(k) for k, v in newest.items() if v is not None):
+            return False
+        assert self._t0 is not None
+        last = self._first_slot_after(due_until) - 1
+        first = self._next_slot
+        for key, stamp in newest.items():
+            assert stamp is not None
+            stale_from = max(first, self._first_slot_after(stamp + self._age_limit(key)))
+            self.report.features[key].stale_drops += max(0, last - stale_from + 1)
+        self.report.frames_dropped_stale += last - first + 1
+        self.report.slots = last + 1
+        self._next_slot = last + 1
+        return True
+
+    def _first_slot_after(self, time_ns: int) -> int:
+        """The first slot whose frame time is after `time_ns`."""
+        assert self._t0 is not None
+        k = max(0, (time_ns - self._t0) * self.fps // NS)
+        while frame_time(self._t0, k, self.fps) <= time_ns:
+            k += 1
+        while k > 0 and frame_time(self._t0, k - 1, self.fps) > time_ns:
+            k -= 1
+        return k
 
     def _picks(self, t: int) -> dict[str, Pick] | None:
         picks: dict[str, Pick] = {}

@@ -1,0 +1,138 @@
+"""LiveSampler against absurd stamps (issue 18.1): one bad stamp never moves the clock, ends an episode or hangs.
+
+The streams are on another clock than the recorder's (stamps 5 s behind the receive times, 1 ms transport
+delay), as with a device clock or sim time, so the sampler reads its clock through the receive-minus-stamp
+offset: the estimate that one far-future stamp used to drag 68 years ahead.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lerobot_recorder.bags.align import AlignFeature
+from lerobot_recorder.recorder import ClockJumpError
+from lerobot_recorder.recorder.sampler import LiveSampler
+
+MS = 1_000_000
+NS = 1_000_000_000
+BEHIND = 5_000 * MS  # the stamps' clock runs 5 s behind the recorder's
+FAR_FUTURE = 2_147_483_647 * NS  # header.stamp.sec = INT32_MAX
+
+
+def make() -> LiveSampler:
+    feats = [AlignFeature("joints", max_age_ns=100 * MS), AlignFeature("cam", max_age_ns=100 * MS)]
+    return LiveSampler(feats, fps=30, tolerance_ns=100 * MS, latency_ns=50 * MS, clock_jump_ns=NS)
+
+
+def feed(s: LiveSampler, start_ms: int, end_ms: int, bad: dict[int, tuple[str, int]] | None = None) -> list[int]:
+    """Joints every 10 ms, a camera at 30 fps, in [start_ms, end_ms); `bad`: at ms -> (key, stamp) instead.
+
+    Returns the slots of the frames released on the way (polled at every message's receive time).
+    """
+    bad = bad or {}
+    events = [(ms * MS, "joints") for ms in range(start_ms, end_ms, 10)]
+    events += [(round(k * NS / 30), "cam") for k in range(end_ms * 30 // 1000 + 1)]
+    events = sorted((t, key) for t, key in events if start_ms * MS <= t < end_ms * MS)
+    slots = []
+    for t, key in events:
+        receive = t + BEHIND + 1 * MS
+        stamp = t
+        ms = t // MS
+        if ms in bad and bad[ms][0] == key:
+            stamp = bad[ms][1]
+        s.push(key, stamp, t, receive_ns=receive)
+        slots.extend(f.slot for f in s.poll(receive))
+    return slots
+
+
+@pytest.mark.parametrize(
+    ("key", "stamp", "reason"),
+    [
+        ("joints", FAR_FUTURE, "future"),
+        ("cam", FAR_FUTURE, "future"),
+        ("joints", 0, "zero"),
+        ("cam", 0, "zero"),
+        ("joints", -5 * NS, "negative"),
+        ("cam", 300 * MS, "far_past"),
+    ],
+)
+def test_one_absurd_stamp_is_refused_and_counted_and_the_episode_goes_on(key: str, stamp: int, reason: str) -> None:
+    s = make()
+    feed(s, 0, 100)  # the clock is known before the episode
+    s.start(100 * MS + BEHIND)
+    before = feed(s, 100, 1000)
+    assert s.report.frames_dropped == 0 and len(before) >= 25
+    after = feed(s, 1000, 3000, bad={1500: (key, stamp)})
+    assert s.rejected == {reason: 1}  # counted under its reason, sampler-wide
+    assert s.live.rejected == {reason: 1}  # and in the episode's counters
+    assert reason in s.last_rejection and key in s.last_rejection
+    # Every frame of the 3 s episode is there: no slot dropped, none released early, the clock did not move.
+    frames = before + after + [f.slot for f in s.stop(3000 * MS + BEHIND)]
+    assert frames == list(range(len(frames)))
+    assert len(frames) == 87  # 100 ms (the first camera image) .. 2966.7 ms (the last), at 30 fps
+    assert s.report.frames_dropped == 0
+    assert s.report.slots == len(frames)
+
+
+def test_far_future_stamp_does_not_release_future_frames_or_hang() -> None:
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    feed(s, 100, 500)
+    slots_before = s.report.slots
+    s.push("joints", FAR_FUTURE, "bogus", receive_ns=500 * MS + BEHIND)
+    # The clock still reads ~500 ms on the stamps' clock: only frames due by then are released.
+    s.poll(510 * MS + BEHIND)
+    assert s.report.slots - slots_before <= 1
+    assert s.report.frames_dropped == 0
+
+
+def test_a_genuine_clock_reset_still_ends_the_episode() -> None:
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    feed(s, 100, 3000)
+    reset_at = 3000 * MS + BEHIND  # the stamps go back 3 s
+    with pytest.raises(ClockJumpError, match="clock was reset"):
+        # The sim restarted: from now on every topic stamps from 0 again, consistently.
+        for i in range(20):
+            receive = reset_at + i * 10 * MS + 1 * MS
+            s.push("joints", i * 10 * MS, i, receive_ns=receive)
+            if i % 3 == 0:
+                s.push("cam", i * 10 * MS, i, receive_ns=receive)
+    assert s.rejected.get("far_past", 0) >= 1  # the first samples of the new clock wait for confirmation
+
+
+def test_between_episodes_a_reset_clock_is_adopted_quietly() -> None:
+    s = make()
+    feed(s, 0, 500)
+    for i in range(20):  # sim restarted while no episode runs
+        s.push("joints", i * 10 * MS, i, receive_ns=10 * NS + i * 10 * MS)
+    assert s.start(10 * NS + 200 * MS) == pytest.approx(200 * MS, abs=2 * MS)
+
+
+def test_release_work_is_bounded_when_the_recorder_clock_jumps_ahead() -> None:
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    feed(s, 100, 500)
+    slots = s.report.slots
+    # The node's clock leaps a year ahead (suspend, a bad time source): the year of slots with no data is
+    # counted in one step, as stale drops, instead of walked one 1/30 s slot at a time.
+    year = 365 * 24 * 3600 * NS
+    frames = s.poll(500 * MS + BEHIND + year)
+    assert len(frames) <= 4  # at most the frames the held samples are fresh enough for (max_age 100 ms)
+    assert s.report.slots - slots == pytest.approx(year * 30 // NS, abs=10)
+    assert s.report.frames_dropped_stale >= year * 30 // NS - 10
+
+
+def test_stamps_without_receive_times_zero_and_negative_are_refused() -> None:
+    s = make()
+    s.start(0)
+    for ms in range(0, 1500, 10):
+        s.push("joints", ms * MS + 1, ms)
+        s.push("cam", ms * MS + 1, ms)
+    s.push("joints", 0, "zero")  # an unset header after 1.5 s of stamped ones: not a clock reset
+    s.push("cam", -1, "negative")
+    assert s.rejected == {"zero": 1, "negative": 1}
+    assert s.live.out_of_order == 0
