@@ -177,7 +177,7 @@ def test_a_lost_bus_leaves_active_through_the_error_state_and_configure_recovers
         reason = "port disconnected" if loss == "unplug" else "4 failed cycles in a row"
         assert "bus lost" in node._fault and reason in node._fault
         spinner.until(lambda: error_status(spinner, "bus lost") is not None, "an ERROR on /diagnostics")
-        status, values = error_status(spinner, "bus lost")
+        status, _ = error_status(spinner, "bus lost")
         assert reason in status.message
         spinner.until(
             lambda: (found := error_status(spinner, "bus lost")) and found[1]["lifecycle_state"] == "unconfigured",
@@ -241,4 +241,31 @@ def test_hold_after_failures_above_bus_lost_after_failures_fails_configure(conte
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
         assert "hold_after_failures (20) must not exceed bus_lost_after_failures (10)" in node._fault
     finally:
+        node.destroy_node()
+
+
+def test_reconnect_period_brings_the_driver_back_once_the_port_returns(context, swappable):
+    node = make_driver(
+        context, port=swappable.port, calibration_file=swappable.calibration, loop_rate=50.0,
+        bus_timeout=0.02, reconnect_period=0.2,
+    )  # fmt: skip
+    spinner = Spinner(context, node)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        spinner.until(lambda: len(swappable.goal_writes) > 6, "goal writes of a running loop")
+        swappable.unplug()
+        spinner.until(lambda: state_of(node) == "unconfigured", "the error transition to unconfigured")
+        # Unplugged for a while: it stays unconfigured (the timer keeps looking for the port).
+        deadline = time.monotonic() + 0.6
+        spinner.until(lambda: time.monotonic() > deadline, "waiting")
+        assert state_of(node) == "unconfigured" and "bus lost" in node._fault
+        swappable.plug()
+        spinner.until(lambda: state_of(node) == "active", "reconnection")
+        writes = len(swappable.goal_writes)
+        spinner.until(lambda: len(swappable.goal_writes) > writes + 6, "goal writes after reconnecting")
+        assert node._fault == "" and node._reconnect_timer is None
+    finally:
+        spinner.close()
+        node.release_hardware()
         node.destroy_node()

@@ -97,6 +97,7 @@ class ArmDriver(LifecycleNode):
         # The loop thread asks for the error transition through this; it runs on the executor's thread, as
         # every other transition does.
         self._loop_failure_signal = self.create_guard_condition(self._on_loop_failure)
+        self._reconnect_timer: Any = None
         self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
 
     def _declare_parameters(self) -> None:
@@ -210,6 +211,16 @@ class ArmDriver(LifecycleNode):
             "connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True)
         )
         self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
+        self.declare_parameter(
+            "reconnect_period",
+            0.0,
+            desc(
+                "after a lost bus, try configure + activate every this many seconds (re-enables torque at the "
+                "measured pose); 0 = wait for a lifecycle manager",
+                read_only=True,
+                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
+            ),
+        )
         self.declare_parameter("diagnostics_period", 1.0, desc("seconds between /diagnostics reports", read_only=True))
 
     def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
@@ -389,12 +400,39 @@ class ArmDriver(LifecycleNode):
         self._release(torque_off=torque_off)
         if self._loop_failed.is_set():
             self._loop_failed.clear()
+            period = float(self._param("reconnect_period"))
+            then = (
+                f"reconnecting every {period:g} s"
+                if period > 0
+                else "configure and activate again once the bus is back"
+            )
             self.get_logger().error(
                 f"{self._fault}; unconfigured (port closed, "
-                f"{'torque released' if torque_off else 'servos keep their last goal'}): "
-                "configure and activate again once the bus is back"
+                f"{'torque released' if torque_off else 'servos keep their last goal'}): {then}"
             )
+            if period > 0 and self._reconnect_timer is None:
+                self._reconnect_timer = self.create_timer(period, self._try_reconnect)
         return TransitionCallbackReturn.SUCCESS
+
+    def _try_reconnect(self) -> None:
+        """Timer after a lost bus (`reconnect_period`): configure + activate once the port is back."""
+        if self._state_machine.current_state[1] != "unconfigured":
+            self._stop_reconnecting()  # someone else configured it
+            return
+        if not os.path.exists(str(self._param("port"))):
+            return  # still unplugged; configure would only say so again
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            return  # configure logged why; the next tick tries again
+        if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+            self.trigger_cleanup()  # back to unconfigured; the next tick tries again
+            return
+        self.get_logger().info("bus back: configured and active again")
+        self._stop_reconnecting()
+
+    def _stop_reconnecting(self) -> None:
+        if self._reconnect_timer is not None:
+            self.destroy_timer(self._reconnect_timer)
+            self._reconnect_timer = None
 
     def release_hardware(self) -> None:
         """Stop the loop, release torque if configured, close the port (idempotent)."""
