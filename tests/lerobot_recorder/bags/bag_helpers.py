@@ -38,3 +38,14 @@ def convert(
         **options,
     )
     return convert_bags(bags, opts, root=root, repo_id="test/bags", append=append, codec=codec, jobs=jobs)
+
+
+def orphan_probe(converter: int) -> None:
+    """A --jobs worker stand-in: registers to die with the converter as a bag worker does, then runs forever."""
+    import time
+
+    from lerobot_recorder.bags.pipeline import die_with
+
+    die_with(converter)
+    while True:
+        time.sleep(0.05)

@@ -33,7 +33,11 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--align", choices=("hold", "nearest", "linear"), default="hold", help="resampling rule")
     parser.add_argument(
-        "--tolerance", type=float, default=None, metavar="S", help="max spread of one frame's samples (s)"
+        "--tolerance",
+        type=float,
+        default=None,
+        metavar="S",
+        help="max spread of one frame's samples (s; positive and finite)",
     )
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="bags converted in parallel (processes)")
     parser.add_argument(
@@ -46,7 +50,15 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
         "quality per byte on clean frames) or h264 (LeRobot's libx264 settings: ~25 ms). With --append: the "
         "default if the dataset holds h264 video, else LeRobot's setting of the dataset's codec",
     )
-    parser.add_argument("--append", action="store_true", help="add episodes to an existing dataset at ROOT")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add episodes to an existing dataset at ROOT (refuses a bag it already holds). Without --append, an "
+        "existing ROOT is resumed when this same command made it: only what it lacks is converted",
+    )
+    parser.add_argument(
+        "--allow-duplicates", action="store_true", help="convert bags that ROOT (or this command) already holds again"
+    )
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the dataset to this Hub repo")
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -56,10 +68,16 @@ def _episode_line(entry: dict[str, Any]) -> str:
     if "skipped" in entry:
         return f"  skipped  {entry['bag']}: {entry['skipped']}"
     skews = ", ".join(f"{k} {v['max_skew_s'] * 1000:.1f}" for k, v in entry["features"].items())
+    # Per camera: frames that repeat the previous frame's image / images no frame shows (the grid phase's effect).
+    images = ", ".join(
+        f"{k.rsplit('.', 1)[-1]} {v['reused']}/{v['unused']}" for k, v in entry.get("images", {}).items()
+    )
     return (
         f"  episode {entry['episode_index']:>4}  {entry['frames']:>6} frames  dropped {entry['frames_dropped']:>4} "
         f"(stale {entry['frames_dropped_stale']}, tolerance {entry['frames_dropped_tolerance']})  "
-        f"coverage {entry['coverage'] * 100:5.1f}%  max skew ms: {skews}  [{Path(entry['bag']).name}]"
+        f"coverage {entry['coverage'] * 100:5.1f}%  max skew ms: {skews}  "
+        + (f"images reused/never used: {images}  " if images else "")
+        + f"[{Path(entry['bag']).name}]"
     )
 
 
@@ -67,34 +85,42 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
     import sys
 
     from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
-    from lerobot_recorder.bags.errors import BagError
-    from lerobot_recorder.bags.pipeline import convert_bags
+    from lerobot_recorder.bags.errors import BagError, DiskFullError
+    from lerobot_recorder.bags.pipeline import check_fps, check_output, convert_bags
     from lerobot_recorder.contract import ContractError, load_contract
 
+    missing = [str(bag) for bag in args.bags if not bag.exists()]
+    if missing:
+        raise CommandError(f"bag(s) not found: {', '.join(missing)}")
+    if args.tolerance is not None and not 0 < args.tolerance < 1e6:
+        raise CommandError(f"--tolerance {args.tolerance}: give a positive, finite number of seconds (e.g. 0.05)")
+    if not 1 <= args.jobs <= 256:
+        raise CommandError(f"--jobs {args.jobs}: give 1..256 worker processes")
     try:
         contract = load_contract(args.contract)
         split = SplitRule.parse(args.split)
-    except (ContractError, ValueError) as err:
+        check_fps(contract.fps)
+        check_output(args.output)
+    except (ContractError, ValueError, BagError) as err:
         raise CommandError(str(err)) from None
-    if args.jobs < 1:
-        raise CommandError("--jobs must be at least 1")
     from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
 
     if args.codec is not None and args.codec not in VIDEO_ENCODINGS:
         raise CommandError(f"--codec {args.codec!r} is not one of {', '.join(VIDEO_ENCODINGS)}")
-    if args.tolerance is not None and args.tolerance <= 0:
-        raise CommandError("--tolerance must be a positive number of seconds")
     if not args.task and not args.task_topic and split.kind != "marker":
         raise CommandError("every episode needs a task: pass --task TEXT or --task-topic TOPIC")
-    options = ConvertOptions(
-        contract=contract,
-        stamp=args.stamp or contract.stamp,
-        align=args.align,
-        tolerance_s=args.tolerance if args.tolerance is not None else contract.sync_tolerance_s,
-        task=args.task,
-        task_topic=args.task_topic,
-        split=split,
-    )
+    try:
+        options = ConvertOptions(
+            contract=contract,
+            stamp=args.stamp or contract.stamp,
+            align=args.align,
+            tolerance_s=args.tolerance if args.tolerance is not None else contract.sync_tolerance_s,
+            task=args.task,
+            task_topic=args.task_topic,
+            split=split,
+        )
+    except ValueError as err:
+        raise CommandError(f"{args.contract}: {err}") from None
     root: Path = args.output
     repo_id = args.repo_id or args.push_to_hub or f"local/{root.resolve().name}"
     print(f"bag2dataset: {len(args.bags)} bag(s) -> {root}  stamp={options.stamp} align={options.align}")
@@ -105,13 +131,19 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
             root=root,
             repo_id=repo_id,
             append=args.append,
+            allow_duplicates=args.allow_duplicates,
             codec=args.codec,
             jobs=args.jobs,
             progress=not args.quiet and sys.stderr.isatty(),
             on_episode=lambda entry: print(_episode_line(entry), flush=True),
         )
+    except DiskFullError as err:
+        raise CommandError(str(err)) from None
     except BagError as err:
-        raise CommandError(f"nothing written: {err}") from None
+        raise CommandError(str(err) if str(err).startswith("writing ") else f"nothing written: {err}") from None
+    if result.already:
+        bags = len({entry["bag"] for entry in result.already})
+        print(f"bag2dataset: skipping {len(result.already)} already converted episode(s) of {bags} bag(s) in {root}")
     for bag in result.bags:
         for warning in bag.get("warnings", []):
             print(f"  warning  {Path(bag['bag']).name}: {warning}")
@@ -127,7 +159,11 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
     )
     if result.report_path is not None:
         print(f"sync report: {result.report_path}")
-    if not result.episodes:
+    if result.report_error is not None:
+        print(f"  warning  {result.report_error}")
+    if not result.episodes and result.already:
+        print("bag2dataset: nothing left to convert")
+    elif not result.episodes:
         raise CommandError("no episode was written (see the skipped/failed lines above); the output was not created")
     if args.push_to_hub:
         from lerobot_recorder.hub import HubError, push_dataset

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,9 @@ from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatch
 SPLIT_KINDS = ("one-per-bag", "marker", "gap")
 # Header and receive clocks further apart than this are reported as different clocks (sim vs wall time).
 CLOCK_MISMATCH_S = 1.0
+# A header stamp that moves this much further ahead than the receive clock since the topic's previous message is
+# damaged (a flipped high bit), not a recording: refused instead of stretching the episode over years of frames.
+MAX_STAMP_JUMP_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,24 @@ class ConvertOptions:
     task_topic: str | None = None
     split: SplitRule = field(default_factory=SplitRule)
 
+    def __post_init__(self) -> None:
+        if self.stamp not in ("header", "receive"):
+            raise ValueError(f"stamp must be 'header' or 'receive', got {self.stamp!r}")
+        if self.align not in ("hold", "nearest", "linear"):
+            raise ValueError(f"align must be 'hold', 'nearest' or 'linear', got {self.align!r}")
+        tol = self.tolerance_s
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1e6):
+            # nan, inf and negative values used to fail deep inside the aligner with a traceback.
+            raise ValueError(f"tolerance must be a positive, finite number of seconds, got {tol!r}")
+
 
 @dataclass
 class EpisodeStartEvent:
-    """The next frames belong to a new episode of `task` (sent before its first frame)."""
+    """The next frames belong to a new episode of `task` (sent before its first frame); `part` numbers the
+    bag's episode ranges."""
 
     task: str
+    part: int = 0
 
 
 @dataclass
@@ -88,6 +103,8 @@ class EpisodeEvent:
     task: str
     frames: int
     report: dict[str, Any]
+    part: int = 0
+    converted_before: bool = False  # a part the caller asked to skip: no frames were sent
 
 
 @dataclass
@@ -201,7 +218,10 @@ def _text_messages(bag: BagSource, topic: str, stamp: str) -> list[tuple[int, st
         raise BagError(f"bag {bag.path}: topic {topic} cannot be decoded: {info.problem}")
     out = []
     for _, receive_ns, raw in bag.messages([topic]):
-        msg = bag.deserialize(raw, info.msgtype)
+        msg, reason = bag.checked_message(raw, topic)
+        if reason is not None:
+            bag.refuse(topic, reason)
+            continue
         text = getattr(msg, "data", "")
         out.append((_topic_stamp(bag, topic, receive_ns, raw, stamp), text if isinstance(text, str) else ""))
     out.sort(key=lambda item: item[0])
@@ -252,7 +272,10 @@ def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) ->
     last: dict[str, int] = {}
     dead: list[tuple[int, int]] = []
     first, final = 2**62, -(2**62)
+    previous: dict[str, tuple[int, int]] = {}
     for topic, receive_ns, raw in bag.messages(contract.topics):
+        if _refusal(bag, topic, receive_ns, raw, previous) is not None:
+            continue  # counted by the conversion pass
         t = _topic_stamp(bag, topic, receive_ns, raw, stamp)
         prev = last.get(topic)
         if prev is not None and t - prev > gap_ns:
@@ -302,8 +325,11 @@ class _FrameBuilder:
         return values
 
 
-def bag_events(path: str | Path, options: ConvertOptions) -> Iterator[Event]:
+def bag_events(path: str | Path, options: ConvertOptions, skip_parts: Collection[int] = ()) -> Iterator[Event]:
     """Convert one bag: yields FrameEvents, an EpisodeEvent after each episode, and a final BagEvent.
+
+    Episode ranges numbered in `skip_parts` (converted by an earlier run) are aligned but send no frames: their
+    EpisodeEvent has `converted_before` set.
 
     Problems found before any frame (missing topic, wrong type, missing field, no task) and problems part-way
     (corrupt data, non-monotonic stamps, a message without a contract joint) end the stream with a BagEvent
@@ -316,10 +342,15 @@ def bag_events(path: str | Path, options: ConvertOptions) -> Iterator[Event]:
             info["warnings"] = bag.info.warnings
             check_contract_against_bag(bag, options.contract, options.stamp)
             ranges = _plan(bag, options)
+            # The conversion pass counts the damaged messages of the feature topics (again, if _plan read them).
+            for topic in options.contract.topics:
+                bag.refused.pop(topic, None)
             clocks: dict[str, _ClockStats] = {}
-            yield from _stream(bag, options, ranges, clocks, info)
+            yield from _stream(bag, options, ranges, clocks, info, frozenset(skip_parts))
             info["direct_storage_read"] = bag.info.direct_storage_read
             info["warnings"] = bag.info.warnings + bag.count_warnings(options.contract.topics)
+            info["warnings"] += bag.refused_warnings()
+            info["refused_messages"] = {topic: dict(reasons) for topic, reasons in bag.refused.items()}
     except (BagError, MessageMismatchError) as err:
         yield BagEvent(str(path), info, error=str(err))
         return
@@ -327,7 +358,12 @@ def bag_events(path: str | Path, options: ConvertOptions) -> Iterator[Event]:
 
 
 def _stream(
-    bag: BagSource, options: ConvertOptions, ranges: list[_Range], clocks: dict[str, _ClockStats], info: dict[str, Any]
+    bag: BagSource,
+    options: ConvertOptions,
+    ranges: list[_Range],
+    clocks: dict[str, _ClockStats],
+    info: dict[str, Any],
+    skip: frozenset[int],
 ) -> Iterator[Event]:
     contract = options.contract
     by_topic: dict[str, list[FeatureContract]] = {}
@@ -340,6 +376,7 @@ def _stream(
             f.key,
             max_age_ns=None if f.max_age_s is None else round(f.max_age_s * NS),
             interpolate=not f.is_image,
+            image=f.is_image,  # cameras place the frame grid's phase; the report counts their reused images
         )
         for f in contract.features.values()
     ]
@@ -362,23 +399,34 @@ def _stream(
             if next(frames, None) is not None:
                 raise AssertionError("a later episode released frames before the current one finished")
             return
+        if i in skip:
+            for _ in frames:
+                pass
+            return
         for frame in frames:
             if not started[i]:
                 started[i] = True
-                yield EpisodeStartEvent(ranges[i].task)
+                yield EpisodeStartEvent(ranges[i].task, i)
             yield FrameEvent(builder.build(frame))
 
     def close_active() -> Iterator[Event]:
         nonlocal active
         while active < len(ranges) and aligner(active).finished:
-            yield _episode_done(bag, ranges[active], aligner(active).report, clocks, options, info)
+            done = _episode_done(bag, ranges[active], aligner(active).report, clocks, options, info)
+            done.part, done.converted_before = active, active in skip
+            yield done
             active += 1
             if active < len(ranges):
                 yield from emit(aligner(active).poll(), active)
 
     if not ranges:
         return
+    previous: dict[str, tuple[int, int]] = {}  # per topic: (header, receive) stamp of the last accepted message
     for topic, receive_ns, raw in bag.messages(list(by_topic)):
+        reason = _refusal(bag, topic, receive_ns, raw, previous)
+        if reason is not None:
+            bag.refuse(topic, reason)
+            continue
         t = _topic_stamp(bag, topic, receive_ns, raw, options.stamp)
         if bag.info.topics[topic].has_header:
             clocks.setdefault(topic, _ClockStats()).add(bag.header_stamp_ns(raw, topic), receive_ns)
@@ -405,6 +453,21 @@ def _stream(
         yield from close_active()
     info["samples_outside_episodes"] = outside
     info["clock"] = _clock_report(clocks, options.stamp)
+
+
+def _refusal(
+    bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, previous: dict[str, tuple[int, int]]
+) -> str | None:
+    """Why a message of a feature topic is left out as damaged (None: it is used)."""
+    _, reason = bag.checked_message(raw, topic)
+    if reason is not None or not bag.info.topics[topic].has_header:
+        return reason
+    header_ns = bag.header_stamp_ns(raw, topic)
+    last = previous.get(topic)
+    if last is not None and (header_ns - last[0]) - (receive_ns - last[1]) > MAX_STAMP_JUMP_S * NS:
+        return f"header stamp jumps more than {MAX_STAMP_JUMP_S:.0f} s ahead of the receive clock"
+    previous[topic] = (header_ns, receive_ns)
+    return None
 
 
 def _payloads(

@@ -9,3 +9,7 @@ class BagError(Exception):
 
 class NonMonotonicStampError(BagError):
     """A topic's stamps go backwards, so "newest sample at or before the frame time" is undefined."""
+
+
+class DiskFullError(BagError):
+    """The disk filled while writing the dataset: says where, how much is free and about how much is needed."""

@@ -5,19 +5,34 @@ Parallel conversion (`jobs` > 1): each bag is converted in its own worker proces
 read, aligned, decoded and encoded there into episodes staged on disk (`EpisodeStager`, inside the dataset's
 staging area). The parent commits the staged episodes bag after bag in command-line order
 (`DatasetWriter.commit_staged`: stream copies and metadata, no pixels), so the dataset equals a serial run's.
-Frames never cross between processes; a worker's memory is what a serial run needs for one bag.
+Frames never cross between processes; a worker's memory is what a serial run needs for one bag. A worker dies
+with the converting process (`die_with`: a thread waiting on the converter's pidfd), also when that one is
+SIGKILLed, so a killed conversion leaves no process converting.
+
+Resume: every episode's source (bag, part, time range, bag hash) is recorded in the dataset (`sources.py`);
+running the same command again converts only what the dataset lacks, and `append` refuses a bag the dataset
+already holds unless `allow_duplicates`.
+
+Bad input is refused before anything is written (`check_output`, `check_fps`, the preflight); a full disk
+while writing ends the run with `DiskFullError`, the episodes committed before it stay.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import multiprocessing
+import os
 import pickle
 import queue as queue_mod
 import resource
+import select
 import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
@@ -36,8 +51,9 @@ from lerobot_recorder.bags.convert import (
     bag_events,
     check_contract_against_bag,
 )
-from lerobot_recorder.bags.errors import BagError
+from lerobot_recorder.bags.errors import BagError, DiskFullError
 from lerobot_recorder.bags.reader import BagSource
+from lerobot_recorder.bags.sources import SourceLog, bag_hash, settings_of
 
 if TYPE_CHECKING:
     from lerobot_recorder.dataset import DatasetWriter
@@ -50,6 +66,10 @@ DEFAULT_CODEC = "h264-ultrafast"
 # Frames waiting per camera encoder: a bag reader waits for the encoders anyway (the live recorder keeps 64 to ride
 # out hiccups); 8 frames of 640x480 per camera instead of 64 keep ~100 MiB less for two cameras.
 ENCODER_QUEUE_FRAMES = 8
+# Frame rates bag2dataset accepts: a contract's fps sets how many frames a second of bag becomes (fps 1e9 once ran
+# for minutes writing ~700 MB/min of spill); 1000 Hz is above any camera or arm loop we record.
+MIN_FPS, MAX_FPS = 1, 1000
+WATCH_PARENT_S = 0.1  # where no pidfd exists: how often a worker checks that the converting process lives
 
 
 @dataclass
@@ -61,9 +81,11 @@ class ConversionResult:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, Any]] = field(default_factory=list)
     bags: list[dict[str, Any]] = field(default_factory=list)
+    already: list[dict[str, Any]] = field(default_factory=list)  # episodes an earlier run converted (resume)
     frames: int = 0
     seconds: float = 0.0
     report_path: Path | None = None
+    report_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -73,6 +95,7 @@ class ConversionResult:
             "seconds": round(self.seconds, 3),
             "episodes": self.episodes,
             "skipped": self.skipped,
+            "already_converted": self.already,
             "failed": self.failed,
             "bags": self.bags,
         }
@@ -81,6 +104,31 @@ class ConversionResult:
 def report_path_for(root: Path) -> Path:
     """Where the sync report of `root` lives: next to the dataset folder, not inside it."""
     return root.parent / f"{root.name}.sync_report.json"
+
+
+def check_fps(fps: int) -> None:
+    """BagError unless the contract's fps is one bag2dataset converts at (MIN_FPS..MAX_FPS)."""
+    if not MIN_FPS <= fps <= MAX_FPS:
+        raise BagError(f"the contract's fps is {fps}; bag2dataset converts at {MIN_FPS}..{MAX_FPS} frames per second")
+
+
+def check_output(root: Path) -> None:
+    """BagError unless `root` can be the dataset folder of this run: a folder (existing or not) this process can
+    write in. Probed by creating (and deleting) a temporary file where the dataset's files would go."""
+    if root.exists() and not root.is_dir():
+        kind = "a file" if root.is_file() else "not a folder (a device or another special file)"
+        raise BagError(f"--output {root} is {kind}; give the path of a dataset folder (new or existing)")
+    probe = root
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BagError(f"--output {root}: {probe} is a file, so no folder can be created under it")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        reason = "a read-only file system" if err.errno == errno.EROFS else err.strerror or str(err)
+        raise BagError(f"--output {root}: cannot write in {probe} ({reason}); choose a writable location") from None
 
 
 def preflight(bags: Sequence[Path], options: ConvertOptions) -> list[str]:
@@ -122,9 +170,51 @@ class _WriteFailed:
     """A worker's stager refused a frame or failed to encode (the whole conversion stops, as in a serial run)."""
 
     error: str
+    disk_full: bool = False
+
+
+class _WorkerWriteError(Exception):
+    """A worker could not stage its episode (`disk_full`: for want of space)."""
+
+    def __init__(self, message: str, disk_full: bool) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 _WorkerMessage = Event | _Staged | _Progress | _WriteFailed
+
+
+def die_with(pid: int) -> None:
+    """End this process (SIGKILL) as soon as process `pid` ends: a watcher thread waits on a pidfd (Linux 5.3+),
+    else checks every WATCH_PARENT_S.
+
+    A worker's own parent is the fork server, which lives on while any worker holds its pipe, so neither
+    PR_SET_PDEATHSIG nor the parent pid tells a worker that the converting process was killed; its pid does.
+    """
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            os.kill(os.getpid(), signal.SIGKILL)
+        except (AttributeError, OSError):
+            while not gone():
+                time.sleep(WATCH_PARENT_S)
+        else:
+            select.select([fd], [], [])
+        # Staged files are the dataset's staging area's, removed by its next writer; nothing to clean up here.
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name=f"die-with-{pid}", daemon=True).start()
 
 
 def _worker_main(
@@ -133,16 +223,19 @@ def _worker_main(
     settings: dict[str, Any],
     staging: Path,
     out: multiprocessing.Queue[_WorkerMessage | None],
+    skip_parts: frozenset[int],
+    converter: int,
 ) -> None:
     """Worker process: convert one bag into episodes staged under `staging`; only small messages go to `out`."""
     from lerobot_recorder.dataset import DatasetError
     from lerobot_recorder.dataset.staging import EpisodeStager
 
+    die_with(converter)
     stager: EpisodeStager | None = None
     count = 0
     unreported = 0
     try:
-        for event in bag_events(path, options):
+        for event in bag_events(path, options, skip_parts):
             if isinstance(event, EpisodeStartEvent):
                 stager = EpisodeStager(staging / f"episode-{count:06d}", task=event.task, **settings)
                 count += 1
@@ -168,8 +261,8 @@ def _worker_main(
                     event.info["worker_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
                     event.info["worker_peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
                 out.put(event)
-    except DatasetError as err:
-        out.put(_WriteFailed(str(err)))
+    except (DatasetError, OSError) as err:
+        out.put(_WriteFailed(str(err), disk_full_cause(err) is not None))
     except Exception as err:
         # A bug, not bad input (bag_events reports that itself): tell the parent, then fail loudly here too.
         out.put(BagEvent(path, {}, error=f"worker failed: {type(err).__name__}: {err}"))
@@ -183,7 +276,7 @@ def _worker_main(
 
 
 def _parallel_events(
-    bags: Sequence[Path], options: ConvertOptions, jobs: int, writer: DatasetWriter
+    bags: Sequence[Path], options: ConvertOptions, jobs: int, writer: DatasetWriter, skips: Sequence[frozenset[int]]
 ) -> Generator[Event | _Staged | _Progress, None, None]:
     """Messages of every bag's worker, in bag order; up to `jobs` workers convert at a time.
 
@@ -203,7 +296,8 @@ def _parallel_events(
             number, path = pending.popleft()
             out: multiprocessing.Queue[_WorkerMessage | None] = ctx.Queue()
             staging = writer.worker_staging_dir(f"{number:05d}")
-            proc = ctx.Process(target=_worker_main, args=(str(path), options, settings, staging, out), daemon=True)
+            args = (str(path), options, settings, staging, out, skips[number], os.getpid())
+            proc = ctx.Process(target=_worker_main, args=args, daemon=True)
             proc.start()
             started.append(_Worker(path, proc, out, staging))
 
@@ -228,9 +322,7 @@ def _parallel_events(
                         yield BagEvent(str(worker.path), {}, error=f"worker for {worker.path} ended without a result")
                     break
                 if isinstance(message, _WriteFailed):
-                    from lerobot_recorder.dataset import DatasetError
-
-                    raise DatasetError(message.error)
+                    raise _WorkerWriteError(message.error, message.disk_full)
                 finished = finished or isinstance(message, BagEvent)
                 if isinstance(message, _Progress):
                     start_more()
@@ -255,22 +347,23 @@ class _Worker:
     staging: Path
 
 
-def _serial_events(bags: Sequence[Path], options: ConvertOptions) -> Generator[Event, None, None]:
-    for path in bags:
-        yield from bag_events(path, options)
+def _serial_events(
+    bags: Sequence[Path], options: ConvertOptions, skips: Sequence[frozenset[int]]
+) -> Generator[Event, None, None]:
+    for path, skip in zip(bags, skips, strict=True):
+        yield from bag_events(path, options, skip)
 
 
 def _open_writer(
     root: Path, options: ConvertOptions, repo_id: str, append: bool, codec: str | None
 ) -> tuple[DatasetWriter, bool]:
-    """The dataset writer and whether this run created the dataset."""
+    """The dataset writer and whether this run created the dataset (an existing one is opened: the caller
+    decides from its source records whether this run may add to it)."""
     from lerobot_recorder.dataset import DatasetWriter
 
     contract = options.contract
     specs = contract.feature_specs()
     if root.exists() and (root / "meta" / "info.json").exists():
-        if not append:
-            raise BagError(f"{root} already holds a dataset; pass --append to add episodes to it")
         writer = DatasetWriter.open(
             root,
             expect_features=specs,
@@ -295,6 +388,140 @@ def _open_writer(
     return writer, True
 
 
+@dataclass
+class _Plan:
+    """What this run converts: per bag its hash and the parts an earlier run converted."""
+
+    bags: list[Path]
+    hashes: list[str]
+    skips: list[frozenset[int]]
+    already: list[dict[str, Any]]
+
+
+def _plan_sources(
+    log: SourceLog,
+    bags: Sequence[Path],
+    hashes: Sequence[str],
+    settings: str,
+    *,
+    root: Path,
+    created: bool,
+    append: bool,
+    allow_duplicates: bool,
+    total_episodes: int,
+) -> _Plan:
+    """Decide what to convert from the dataset's source records (BagError when this run may not write here)."""
+    seen: dict[str, Path] = {}
+    for path, digest in zip(bags, hashes, strict=True):
+        if digest in seen and not allow_duplicates:
+            raise BagError(
+                f"{path} and {seen[digest]} hold the same bag; give it once, or pass --allow-duplicates to "
+                "convert it twice"
+            )
+        seen.setdefault(digest, path)
+    if created or allow_duplicates:
+        return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])
+    if append:
+        for path, digest in zip(bags, hashes, strict=True):
+            done = log.episodes_of(digest)
+            if done:
+                raise BagError(
+                    f"{path} is already in {root} (episode(s) {_ranges(done)}); leave it out, or pass "
+                    "--allow-duplicates to add it again"
+                )
+        return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])
+    if total_episodes == 0:
+        return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])  # nothing committed yet: start over
+    foreign = log.foreign(hashes, settings)
+    if not log.present or foreign:
+        why = (
+            "it holds episodes this command did not convert"
+            if not log.present or len(foreign) == len(log.episodes)
+            else f"episode(s) {_ranges([int(e['episode_index']) for e in foreign])} come from other bags or "
+            "were converted with other settings (contract, --split, --task, --stamp, --align or --tolerance)"
+        )
+        raise BagError(
+            f"{root} already holds a dataset and {why}; pass --append to add episodes to it, or choose another "
+            "--output (to resume an interrupted conversion, repeat its command unchanged)"
+        )
+    plan = _Plan([], [], [], [])
+    for path, digest in zip(bags, hashes, strict=True):
+        parts = log.parts_of(digest, settings)
+        plan.already.extend(
+            {"bag": str(path), "episode_index": int(e["episode_index"]), "part": int(e["part"])}
+            for e in log.episodes
+            if e["bag_hash"] == digest
+        )
+        if log.complete(digest, settings):
+            continue
+        plan.bags.append(path)
+        plan.hashes.append(digest)
+        plan.skips.append(frozenset(parts))
+    return plan
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """0-2, 5 for [0, 1, 2, 5]."""
+    out: list[str] = []
+    for i in sorted(indices):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def disk_full_cause(err: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT OSError behind `err` (itself, its cause or context), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return current
+        if isinstance(current, _WorkerWriteError) and current.disk_full:
+            return OSError(errno.ENOSPC, str(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _disk_full_error(root: Path, result: ConversionResult, kept: bool) -> DiskFullError:
+    """The one-line report of a full disk: where, how much is free, about how much one more episode needs."""
+    probe = root
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    sizes = [f.stat().st_size for f in root.rglob("*") if f.is_file()] if root.is_dir() else []
+    episodes = len(result.episodes)
+    current = 0
+    for folder in ("data", "videos"):
+        # A commit writes the newest data file and each camera's newest video file again, the episode appended.
+        newest: dict[Path, Path] = {}
+        for file in sorted((root / folder).rglob("*")) if (root / folder).is_dir() else []:
+            if file.is_file():
+                newest[file.parent.parent] = file
+        current += sum(f.stat().st_size for f in newest.values())
+    per_episode = sum(sizes) / episodes if episodes else 0.0
+    estimate = (
+        f"about {_size(per_episode + current)} per further episode (an episode takes ~{_size(per_episode)}, and a "
+        f"commit writes the newest data and video files again, {_size(current)})"
+        if episodes
+        else f"more than the {_size(free)} that were free: at least one encoded episode"
+    )
+    state = (
+        f"the {episodes} episode(s) committed before are intact; free space and repeat the command to convert the rest"
+        if kept and episodes
+        else "nothing was kept"
+    )
+    return DiskFullError(
+        f"disk full while writing {root}: {_size(free)} free there; free space needed: {estimate}; {state}"
+    )
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.0f} KB"
+
+
 def convert_bags(
     bags: Sequence[Path],
     options: ConvertOptions,
@@ -302,6 +529,7 @@ def convert_bags(
     root: Path,
     repo_id: str,
     append: bool = False,
+    allow_duplicates: bool = False,
     codec: str | None = None,
     jobs: int = 1,
     progress: bool = False,
@@ -312,28 +540,80 @@ def convert_bags(
 
     Raises BagError before writing anything when a bag does not fit the contract or the output is unusable;
     a bag that fails part-way loses only its open episode (reported in `failed`), earlier episodes stay.
+    An existing dataset at `root` is resumed when this command converted it (its source records name only
+    these bags, with these settings), else refused unless `append`; `append` refuses a bag the dataset already
+    holds unless `allow_duplicates`. DiskFullError when the disk fills (committed episodes stay).
     """
     from lerobot_recorder.dataset import DatasetError
 
     if not bags:
         raise BagError("no bag given")
+    check_fps(options.contract.fps)
+    check_output(root)
     problems = preflight(bags, options)
     if problems:
         raise BagError("; ".join(problems))
+    hashes = [bag_hash(Path(bag)) for bag in bags]
     started = time.monotonic()
+    result = ConversionResult(root=root)
+    created = False
     try:
         writer, created = _open_writer(root, options, repo_id, append, codec)
     except DatasetError as err:
         raise BagError(str(err)) from None
-    result = ConversionResult(root=root)
+    except OSError as err:
+        if created or not (root / "meta" / "info.json").exists():
+            shutil.rmtree(root, ignore_errors=True)
+        if disk_full_cause(err):
+            raise _disk_full_error(root, result, kept=False) from None
+        raise BagError(f"cannot create {root}: {err}") from None
+    created = created or writer.num_episodes == 0  # a root with no committed episode is not kept either
+    try:
+        log = SourceLog.load(root, writer.num_episodes)
+        settings = log.add_settings(settings_of(options))
+        plan = _plan_sources(
+            log,
+            bags,
+            hashes,
+            settings,
+            root=root,
+            created=created,
+            append=append,
+            allow_duplicates=allow_duplicates,
+            total_episodes=writer.num_episodes,
+        )
+    except BaseException:
+        writer.close()
+        _drop_if_empty(root, created, result)
+        raise
+    result.already = plan.already
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(unit="frame", desc="bag2dataset", file=progress_stream or sys.stderr, dynamic_ncols=True)
     events: Generator[Event | _Staged | _Progress, None, None] = (
-        _serial_events(bags, options) if jobs <= 1 or len(bags) == 1 else _parallel_events(bags, options, jobs, writer)
+        _serial_events(plan.bags, options, plan.skips)
+        if jobs <= 1 or len(plan.bags) <= 1
+        else _parallel_events(plan.bags, options, jobs, writer, plan.skips)
     )
+    hash_of = {str(path): digest for path, digest in zip(plan.bags, plan.hashes, strict=True)}
+
+    def record(event: EpisodeEvent) -> None:
+        """The episode's source, written before its commit (see sources.py)."""
+        start = event.report.get("start_stamp_s")
+        log.add_episode(
+            {
+                "episode_index": writer.num_episodes,
+                "bag": str(Path(event.bag).resolve()),
+                "bag_hash": hash_of[event.bag],
+                "part": event.part,
+                "start_stamp_s": start,
+                "end_stamp_s": None if start is None else start + event.frames / options.contract.fps,
+                "frames": event.frames,
+                "settings": settings,
+            }
+        )
 
     def saved(index: int, event: EpisodeEvent) -> None:
         entry = {"episode_index": index, **event.report}
@@ -357,12 +637,15 @@ def convert_bags(
                     if bar is not None:
                         bar.update(event.frames)
                 elif isinstance(event, _Staged):
-                    saved(writer.commit_staged(event.load()), event.episode)
+                    staged = event.load()
+                    record(event.episode)
+                    saved(writer.commit_staged(staged), event.episode)
                 elif isinstance(event, EpisodeEvent):
                     if in_episode:
                         in_episode = False
+                        record(event)
                         saved(writer.save_episode(), event)
-                    else:
+                    elif not event.converted_before:
                         result.skipped.append(event.report)
                         if on_episode is not None:
                             on_episode(event.report)
@@ -372,10 +655,20 @@ def convert_bags(
                             writer.discard_episode()
                             in_episode = False
                         result.failed.append({"bag": event.bag, "error": event.error})
+                    else:
+                        log.add_bag(
+                            {
+                                "bag": str(Path(event.bag).resolve()),
+                                "bag_hash": hash_of[event.bag],
+                                "settings": settings,
+                            }
+                        )
                     result.bags.append({**event.info, **({"error": event.error} if event.error else {})})
-    except DatasetError as err:
+    except (DatasetError, OSError, _WorkerWriteError) as err:
         # The writer refused a frame or failed to commit (the open episode is already discarded).
-        _drop_if_empty(root, created, result)
+        kept = not _drop_if_empty(root, created, result)
+        if disk_full_cause(err) is not None:
+            raise _disk_full_error(root, result, kept) from None
         raise BagError(f"writing {root} failed: {err}") from None
     except BaseException:
         _drop_if_empty(root, created, result)
@@ -385,7 +678,10 @@ def convert_bags(
             bar.close()
     result.seconds = time.monotonic() - started
     if not _drop_if_empty(root, created, result):
-        result.report_path = _save_report(root, result)
+        try:
+            result.report_path = _save_report(root, result)
+        except OSError as err:
+            result.report_error = f"the sync report {report_path_for(root)} was not saved: {err}"
     return result
 
 

@@ -8,12 +8,22 @@ Quirks handled (shared/fixtures/bags/README.md):
 * types with no definition in the bag nor in the default typestore, and service-event schemas rosbags cannot
   parse: the topic is marked unreadable with the reason (a warning), the rest of the bag still reads;
 * header stamps on another clock than the bag's receive stamps: both are available (`header_stamp_ns`).
+
+Damaged data: a damaged storage file (what the mcap chunk CRC catches when it is non-zero, a truncated file, a
+broken sqlite page) fails the bag. A single damaged message is refused and counted per topic and reason
+(`BagSource.refused`), the rest of the bag converts: a storage row whose timestamp is not an integer, CDR that
+rosbags cannot parse (sequence or string lengths past the end of the message, a missing string terminator, bytes
+left over), values no valid message holds (header nanosec >= 1e9, image data length != height x step, JointState
+name/position lengths that differ). A changed number or pixel in a bag without checksums (sqlite3, mcap written
+with chunk CRC 0, e.g. by rosbags) is indistinguishable from real data and is converted.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import sys
+from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +41,7 @@ if TYPE_CHECKING:
     from rosbags.typesys.store import Typestore
 
 HEADER_TYPE = "std_msgs/msg/Header"
+NS = 1_000_000_000
 _STAMP = struct.Struct("<iI")
 _STAMP_BE = struct.Struct(">iI")
 
@@ -94,6 +105,8 @@ class BagSource:
             else "none",
         )
         self.typestore = self._build_typestore()
+        # Per topic: why damaged messages were refused, and how many.
+        self.refused: dict[str, Counter[str]] = {}
         self._direct = self._needs_direct_read()
         self.info.direct_storage_read = bool(self._direct)
 
@@ -174,6 +187,13 @@ class BagSource:
         )
         return storages
 
+    def offered_qos(self) -> dict[str, list[Any]]:
+        """Per topic, the QoS profiles its publishers offered while recording (metadata; may be empty)."""
+        out: dict[str, list[Any]] = {}
+        for conn in self._reader.connections:
+            out.setdefault(conn.topic, []).extend(getattr(conn.ext, "offered_qos_profiles", None) or [])
+        return out
+
     def check_topic(self, topic: str, msgtype: str) -> TopicInfo:
         """The topic's info, or BagError when it is missing, has another type or cannot be decoded."""
         info = self.info.topics.get(topic)
@@ -197,7 +217,10 @@ class BagSource:
                 conns = [c for c in self._reader.connections if c.topic in topics]
                 for conn, stamp, raw in self._reader.messages(connections=conns):
                     self.info.topics[conn.topic].read_count += 1
-                    yield conn.topic, stamp, raw
+                    if _storage_row_ok(stamp, raw):
+                        yield conn.topic, stamp, raw
+                    else:
+                        self.refuse(conn.topic, CORRUPT_ROW)
             else:
                 yield from self._direct_messages(topics)
         except BagError:
@@ -216,7 +239,38 @@ class BagSource:
                 continue
             for conn, stamp, raw in storage.messages(conns):
                 self.info.topics[conn.topic].read_count += 1
-                yield conn.topic, stamp, _zstd_decompress(raw) if per_message else raw
+                if _storage_row_ok(stamp, raw):
+                    yield conn.topic, stamp, _zstd_decompress(raw) if per_message else raw
+                else:
+                    self.refuse(conn.topic, CORRUPT_ROW)
+
+    def refuse(self, topic: str, reason: str) -> None:
+        """Count a damaged message of `topic` that is left out (reported per topic and reason)."""
+        self.refused.setdefault(topic, Counter())[reason] += 1
+
+    def refused_warnings(self) -> list[str]:
+        """One line per topic and reason of the refused messages."""
+        return [
+            f"{topic}: refused {count} damaged message(s): {reason}"
+            for topic, reasons in sorted(self.refused.items())
+            for reason, count in reasons.most_common()
+        ]
+
+    def checked_message(self, raw: bytes | memoryview, topic: str) -> tuple[object | None, str | None]:
+        """(message, None) for a sound message of `topic`, (None, reason) for a damaged one.
+
+        Sound: rosbags parses it (its checks: encapsulation, string terminators, sequence and string lengths
+        within the message, no bytes left over) and its values are ones a valid message holds (`implausible`).
+        """
+        msgtype = self.info.topics[topic].msgtype
+        try:
+            msg = self.typestore.deserialize_cdr(raw, msgtype)
+        except (SerdeError, struct.error, ValueError, IndexError, OverflowError, UnicodeDecodeError) as err:
+            # Offsets and lengths vary per message; the reason without them is what gets counted.
+            text = re.sub(r"\d+", "N", str(err).splitlines()[0] if str(err) else type(err).__name__)
+            return None, f"malformed CDR ({text[:100]})"
+        reason = implausible(msg, msgtype)
+        return (None, reason) if reason else (msg, None)
 
     def deserialize(self, raw: bytes | memoryview, msgtype: str) -> object:
         """A message object (rosbags dataclass) from raw CDR."""
@@ -245,6 +299,36 @@ class BagSource:
             if info.read_count != info.metadata_count:
                 out.append(f"{topic}: read {info.read_count} messages, metadata.yaml says {info.metadata_count}")
         return out
+
+
+CORRUPT_ROW = "storage row with a non-integer timestamp or non-binary data (damaged storage)"
+
+
+def _storage_row_ok(stamp: object, raw: object) -> bool:
+    """A damaged sqlite page can hand back a timestamp as bytes or text, or data as a number."""
+    return isinstance(stamp, int) and not isinstance(stamp, bool) and isinstance(raw, (bytes, memoryview))
+
+
+def implausible(msg: Any, msgtype: str) -> str | None:
+    """Why a parsed message cannot be what a publisher sent (None when nothing is wrong)."""
+    header = getattr(msg, "header", None)
+    stamp = getattr(header, "stamp", None)
+    if stamp is not None and not 0 <= getattr(stamp, "nanosec", 0) < NS:
+        return "header stamp nanosec out of range (>= 1e9)"
+    if msgtype == "sensor_msgs/msg/Image":
+        if msg.height * msg.step != len(msg.data):
+            return "image data length differs from height x step"
+        if msg.step < msg.width:
+            return "image step smaller than its width"
+    elif msgtype == "sensor_msgs/msg/CompressedImage":
+        if len(msg.data) == 0:
+            return "compressed image without data"
+    elif msgtype == "sensor_msgs/msg/JointState":
+        for name in ("position", "velocity", "effort"):
+            values = getattr(msg, name)
+            if len(values) and len(values) != len(msg.name):
+                return f"JointState {name} and name lengths differ"
+    return None
 
 
 def _closure(typs: Typesdict, roots: set[str]) -> Typesdict:

@@ -9,6 +9,7 @@ the bag converter's worker processes stage theirs in parallel and hand them to t
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -227,5 +228,8 @@ class EpisodeStager:
             camera.worker.abort()
             if camera.encoder is not None:
                 camera.encoder.abort()
-            camera.close()
+            # The files are deleted next: a failed flush (ENOSPC, the usual reason to abort) must not mask the
+            # error that made the caller abort.
+            with contextlib.suppress(OSError):
+                camera.close()
         shutil.rmtree(self.dir, ignore_errors=True)
