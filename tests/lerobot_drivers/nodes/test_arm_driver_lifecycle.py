@@ -240,7 +240,12 @@ def test_hold_after_failures_above_bus_lost_after_failures_fails_configure(conte
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
         assert "hold_after_failures (20) must not exceed bus_lost_after_failures (10)" in node._fault
+        result = node.set_parameters([Parameter("bus_lost_after_failures", value=5)])[0]
+        assert not result.successful and "hold_after_failures (20) must not exceed" in result.reason
+        assert node.set_parameters([Parameter("hold_after_failures", value=3)])[0].successful
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     finally:
+        node.release_hardware()
         node.destroy_node()
 
 

@@ -229,6 +229,14 @@ class ArmDriver(LifecycleNode):
                 return SetParametersResult(
                     successful=False, reason=f"{p.name} can only change while the driver is unconfigured"
                 )
+        new = {p.name: p.value for p in params}
+        hold = int(new.get("hold_after_failures", self._param("hold_after_failures")))
+        lost = int(new.get("bus_lost_after_failures", self._param("bus_lost_after_failures")))
+        if hold > lost:
+            return SetParametersResult(
+                successful=False,
+                reason=f"hold_after_failures ({hold}) must not exceed bus_lost_after_failures ({lost})",
+            )
         return SetParametersResult(successful=True)
 
     def _param(self, name: str) -> Any:
