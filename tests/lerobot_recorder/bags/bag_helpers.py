@@ -26,6 +26,7 @@ def convert(
     split: str = "one-per-bag",
     jobs: int = 1,
     append: bool = False,
+    allow_duplicates: bool = False,
     codec: str = "h264",
     **options: Any,
 ) -> ConversionResult:
@@ -37,7 +38,16 @@ def convert(
         split=SplitRule.parse(split),
         **options,
     )
-    return convert_bags(bags, opts, root=root, repo_id="test/bags", append=append, codec=codec, jobs=jobs)
+    return convert_bags(
+        bags,
+        opts,
+        root=root,
+        repo_id="test/bags",
+        append=append,
+        allow_duplicates=allow_duplicates,
+        codec=codec,
+        jobs=jobs,
+    )
 
 
 def orphan_probe(converter: int) -> None:

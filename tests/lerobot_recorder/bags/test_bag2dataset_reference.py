@@ -1,8 +1,10 @@
 """Converted bags load in LeRobot 0.4.4's own `LeRobotDataset` (reference venv, run as a subprocess with the
-format tests' tests/lerobot_recorder/dataset/reference_loader.py) and give the frames our reader gives."""
+format tests' tests/lerobot_recorder/dataset/reference_loader.py) and give the frames our reader gives; the
+source records (meta/lerobot_ros_sources.json) do not disturb its loader."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from bag_helpers import REPO_ROOT
 
 from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
 from lerobot_recorder.bags.pipeline import convert_bags
+from lerobot_recorder.bags.sources import SOURCES_PATH
 from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
 from lerobot_recorder.dataset import DatasetReader
 
@@ -44,6 +47,7 @@ def test_converted_bags_load_in_lerobot(make_bag: Callable[..., Path], tmp_path:
     for bag, task in zip(bags, ("reach", "grasp"), strict=True):
         options = ConvertOptions(contract=contract, task=task, split=SplitRule())
         convert_bags([bag], options, root=root, repo_id="test/converted", append=root.exists())
+    assert len(json.loads((root / SOURCES_PATH).read_text())["episodes"]) == 2
     out = tmp_path / "lerobot.npz"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), HF_LEROBOT_HOME=str(tmp_path / "hf-lerobot"))

@@ -434,11 +434,15 @@ def _plan_sources(
         return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])  # nothing committed yet: start over
     foreign = log.foreign(hashes, settings)
     if not log.present or foreign:
+        other_bags = [int(e["episode_index"]) for e in foreign if e["bag_hash"] not in hashes]
+        other_settings = [int(e["episode_index"]) for e in foreign if e["bag_hash"] in hashes]
         why = (
-            "it holds episodes this command did not convert"
-            if not log.present or len(foreign) == len(log.episodes)
-            else f"episode(s) {_ranges([int(e['episode_index']) for e in foreign])} come from other bags or "
-            "were converted with other settings (contract, --split, --task, --stamp, --align or --tolerance)"
+            "it holds episodes this command did not convert (it has no bag2dataset source records)"
+            if not log.present
+            else f"episode(s) {_ranges(other_bags)} come from other bags"
+            if other_bags
+            else f"episode(s) {_ranges(other_settings)} were converted with other settings (contract, --split, "
+            "--task, --task-topic, --stamp, --align or --tolerance)"
         )
         raise BagError(
             f"{root} already holds a dataset and {why}; pass --append to add episodes to it, or choose another "
