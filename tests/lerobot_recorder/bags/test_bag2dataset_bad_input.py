@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -304,7 +305,8 @@ def test_damaged_messages_are_refused_and_counted(tmp_path: Path) -> None:
     """Damaged CDR in a bag without checksums: each detectable kind is refused with a counted reason, the
     remaining messages convert unchanged (hold rule: a frame takes the previous sound message)."""
     # JointState CDR: 4 encapsulation, stamp sec@4 nanosec@8, frame_id length@12 "base\\0"@16, name count@24,
-    # "a\\0" length@28 data@32, "b\\0" length@36 data@40, position count@44, 2 doubles@48, velocity count@64, ...
+    # "a\\0" length@28 data@32, "b\\0" length@36 data@40, position count@44, padding@48, 2 doubles@52,
+    # velocity count@68, ... (offsets in the buffer; CDR aligns doubles to 8 from the end of the encapsulation)
     mutate = {
         10: _set(8, (2_000_000_000).to_bytes(4, "little")),  # nanosec >= 1e9: the stamp moved by 2 s
         20: _set(20, b"X"),  # frame_id terminator gone
@@ -313,6 +315,8 @@ def test_damaged_messages_are_refused_and_counted(tmp_path: Path) -> None:
         50: lambda raw: bytes(raw) + b"\0" * 8,  # bytes left over
         60: _set(4, (1_700_000_000 + 10**6).to_bytes(4, "little")),  # header stamp 11 days ahead
         70: lambda raw: bytes(raw[:30]),  # truncated
+        80: _set(52, struct.pack("<d", float("nan"))),  # a NaN position
+        90: _set(60, struct.pack("<d", float("inf"))),  # an infinite position
     }
     bag = _mutant_bag(tmp_path / "bag", mutate)
     contract = type(contract_for(SPEC)).from_dict(
@@ -336,6 +340,7 @@ def test_damaged_messages_are_refused_and_counted(tmp_path: Path) -> None:
     assert refused["header stamp nanosec out of range (>= 1e9)"] == 1
     assert refused["header stamp jumps more than 60 s ahead of the receive clock"] == 1
     assert any(reason.startswith("malformed CDR") for reason in refused)
+    assert refused["non-finite value(s) in observation.state"] == 2
     with DatasetReader(tmp_path / "ds") as reader:
         assert len(reader) == 11  # 0.0 .. 1.0 s at 10 fps
         for i in range(len(reader)):

@@ -21,8 +21,13 @@ from lerobot_recorder.bags.align import NS, AlignedFrame, Aligner, AlignFeature,
 from lerobot_recorder.bags.errors import BagError, NonMonotonicStampError
 from lerobot_recorder.bags.reader import BagSource
 from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
+from lerobot_recorder.contract import errors as contract_errors
 
 SPLIT_KINDS = ("one-per-bag", "marker", "gap")
+# The contract's own refusal of NaN/inf samples, where the installed contract module has one (issue 18 #3).
+_NON_FINITE: tuple[type[Exception], ...] = tuple(
+    cls for cls in (getattr(contract_errors, "NonFiniteValueError", None),) if isinstance(cls, type)
+)
 # Header and receive clocks further apart than this are reported as different clocks (sim vs wall time).
 CLOCK_MISMATCH_S = 1.0
 # A header stamp that moves this much further ahead than the receive clock since the topic's previous message is
@@ -274,7 +279,7 @@ def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) ->
     first, final = 2**62, -(2**62)
     previous: dict[str, tuple[int, int]] = {}
     for topic, receive_ns, raw in bag.messages(contract.topics):
-        if _refusal(bag, topic, receive_ns, raw, previous) is not None:
+        if _refusal(bag, topic, receive_ns, raw, previous)[1] is not None:
             continue  # counted by the conversion pass
         t = _topic_stamp(bag, topic, receive_ns, raw, stamp)
         prev = last.get(topic)
@@ -423,7 +428,7 @@ def _stream(
         return
     previous: dict[str, tuple[int, int]] = {}  # per topic: (header, receive) stamp of the last accepted message
     for topic, receive_ns, raw in bag.messages(list(by_topic)):
-        reason = _refusal(bag, topic, receive_ns, raw, previous)
+        msg, reason = _refusal(bag, topic, receive_ns, raw, previous)
         if reason is not None:
             bag.refuse(topic, reason)
             continue
@@ -435,7 +440,10 @@ def _stream(
         if idx < 0 or t >= ranges[idx].end_ns or idx < active:
             outside += 1
             continue
-        payloads = _payloads(bag, by_topic[topic], raw, topic, seq[topic])
+        payloads = _payloads(bag, by_topic[topic], raw, msg, topic, seq[topic])
+        if isinstance(payloads, str):
+            bag.refuse(topic, payloads)
+            continue
         for feat in by_topic[topic]:
             # This feature is done with every episode before the one its sample falls into.
             for j in range(active, idx):
@@ -457,25 +465,27 @@ def _stream(
 
 def _refusal(
     bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, previous: dict[str, tuple[int, int]]
-) -> str | None:
-    """Why a message of a feature topic is left out as damaged (None: it is used)."""
-    _, reason = bag.checked_message(raw, topic)
+) -> tuple[object | None, str | None]:
+    """(message, None) for a sound message of a feature topic, (None, why it is left out) for a damaged one."""
+    msg, reason = bag.checked_message(raw, topic)
     if reason is not None or not bag.info.topics[topic].has_header:
-        return reason
+        return msg, reason
     header_ns = bag.header_stamp_ns(raw, topic)
     last = previous.get(topic)
     if last is not None and (header_ns - last[0]) - (receive_ns - last[1]) > MAX_STAMP_JUMP_S * NS:
-        return f"header stamp jumps more than {MAX_STAMP_JUMP_S:.0f} s ahead of the receive clock"
+        return None, f"header stamp jumps more than {MAX_STAMP_JUMP_S:.0f} s ahead of the receive clock"
     previous[topic] = (header_ns, receive_ns)
-    return None
+    return msg, None
 
 
 def _payloads(
-    bag: BagSource, feats: list[FeatureContract], raw: bytes | memoryview, topic: str, index: int
-) -> dict[str, Any]:
-    """Vectors are converted now (small); images keep their raw bytes until a frame needs them."""
+    bag: BagSource, feats: list[FeatureContract], raw: bytes | memoryview, msg: object, topic: str, index: int
+) -> dict[str, Any] | str:
+    """Vectors are converted now (small); images keep their raw bytes until a frame needs them.
+
+    Returns why the message is refused instead when a selected value is NaN or +-inf (a frame then holds the
+    previous sound sample: no non-finite value reaches the dataset or its statistics)."""
     out: dict[str, Any] = {}
-    msg = None
     for feat in feats:
         if feat.is_image:
             out[feat.key] = bytes(raw) if isinstance(raw, memoryview) else raw
@@ -483,9 +493,14 @@ def _payloads(
         if msg is None:
             msg = bag.deserialize(raw, feat.type)
         try:
-            out[feat.key] = feat.joint_units().apply(feat.raw_vector(msg))
+            values = feat.joint_units().apply(feat.raw_vector(msg))
+        except _NON_FINITE:
+            return f"non-finite value(s) in {feat.key}"
         except MessageMismatchError as err:
             raise BagError(f"bag {bag.path}: {topic} message {index}: {err}") from None
+        if not np.isfinite(values).all():
+            return f"non-finite value(s) in {feat.key}"
+        out[feat.key] = values
     return out
 
 
