@@ -264,7 +264,7 @@ class BagSource:
         """
         msgtype = self.info.topics[topic].msgtype
         try:
-            msg = self.typestore.deserialize_cdr(raw, msgtype)
+            msg = self.typestore.deserialize_cdr(_view(raw), msgtype)
         except (SerdeError, struct.error, ValueError, IndexError, OverflowError, UnicodeDecodeError) as err:
             # Offsets and lengths vary per message; the reason without them is what gets counted.
             text = re.sub(r"\d+", "N", str(err).splitlines()[0] if str(err) else type(err).__name__)
@@ -275,7 +275,7 @@ class BagSource:
     def deserialize(self, raw: bytes | memoryview, msgtype: str) -> object:
         """A message object (rosbags dataclass) from raw CDR."""
         try:
-            return self.typestore.deserialize_cdr(raw, msgtype)
+            return self.typestore.deserialize_cdr(_view(raw), msgtype)
         except (SerdeError, struct.error, ValueError, IndexError) as err:
             raise BagError(f"bag {self.path}: a {msgtype} message cannot be deserialized: {err}") from None
 
@@ -299,6 +299,12 @@ class BagSource:
             if info.read_count != info.metadata_count:
                 out.append(f"{topic}: read {info.read_count} messages, metadata.yaml says {info.metadata_count}")
         return out
+
+
+def _view(raw: bytes | memoryview) -> memoryview:
+    """rosbags slices the CDR after its 4-byte header: on bytes that copies the message (~0.4 ms per 640x480
+    image), on a memoryview it does not (arrays in the message then view `raw`)."""
+    return raw if isinstance(raw, memoryview) else memoryview(raw)
 
 
 CORRUPT_ROW = "storage row with a non-integer timestamp or non-binary data (damaged storage)"
