@@ -201,6 +201,7 @@ def grid_start(stamps: Mapping[str, Sequence[int]], fps: int, first_ns: int | No
         mean = math.atan2(sum(map(math.sin, angles)), sum(map(math.cos, angles)))
         phase = (mean / (2 * math.pi) * period) % period
         jitter = max(abs((((t - first_ns) - phase + period / 2) % period) - period / 2) for t in used)
+        jitter = max(0.0, jitter - 0.5)  # stamps on an exact fps grid deviate by up to 0.5 ns (ns rounding)
         phases.append((phase, min(PHASE_MARGIN * jitter, period / 2)))
     if not phases:
         return first_ns
@@ -214,7 +215,10 @@ def grid_start(stamps: Mapping[str, Sequence[int]], fps: int, first_ns: int | No
         if best is None or score < best:
             best = score
     assert best is not None
-    return first_ns + min(math.ceil(best[2]), NS // fps)
+    theta = best[2]
+    if theta > period - 1.0:
+        theta -= period  # within float rounding of a whole period: the grid point is at `first_ns` itself
+    return first_ns + min(max(0, math.ceil(theta)), NS // fps)
 
 
 class GridPhase:

@@ -37,7 +37,7 @@ from lerobot_recorder.contract import Contract, ContractError, MessageMismatchEr
 from lerobot_recorder.dataset import DatasetError, DatasetWriter, FeatureSpec
 from lerobot_recorder.recorder import ClockJumpError, RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import build_typestore, has_header, header_stamp_ns
-from lerobot_recorder.recorder.sampler import LiveSampler
+from lerobot_recorder.recorder.sampler import STAMP_REJECTIONS, LiveSampler
 from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 from lerobot_ros.executors import ThreadPoolExecutor
@@ -245,7 +245,7 @@ class Recorder(LifecycleNode):
         self._episode_index = writer.num_episodes
         self._num_saved = writer.num_episodes
         features = [
-            AlignFeature(f.key, max_age_ns=None if f.max_age_s is None else round(f.max_age_s * NS))
+            AlignFeature(f.key, max_age_ns=None if f.max_age_s is None else round(f.max_age_s * NS), image=f.is_image)
             for f in contract.features.values()
         ]
         tolerance = contract.sync_tolerance_s
@@ -408,10 +408,19 @@ class Recorder(LifecycleNode):
             return
         with self._lock:
             try:
-                for key, payload in payloads.items():
-                    sampler.push(key, stamp, payload, now)
+                refused = [
+                    sampler.push(key, stamp, payload, now) in STAMP_REJECTIONS for key, payload in payloads.items()
+                ]
             except ClockJumpError as err:
                 self._on_clock_jump(str(err))
+                return
+            if any(refused):
+                # One bad stamp is refused and counted (status, /diagnostics); the episode goes on.
+                problem = f"{topic}: {sampler.last_rejection}"
+                self._warn_throttled(problem)
+                if self._workflow is not None:
+                    self._workflow.message = problem
+                    self._status_dirty = True
 
     @property
     def _stamp_header(self) -> bool:
@@ -451,6 +460,8 @@ class Recorder(LifecycleNode):
             if self._session_pending:
                 if sampler.silent:
                     workflow.message = f"waiting for the first message on {', '.join(sampler.silent)}"
+                elif not sampler.clock_settled:
+                    workflow.message = "waiting for the topics' stamps to agree on a clock"
                 else:
                     self._session_pending = False
                     workflow.message = ""
@@ -635,11 +646,16 @@ class Recorder(LifecycleNode):
                     queued_frames=str(sink.queued_frames),
                     encoder_lag_frames=str(sink.encode_lag_frames),
                 )
+                for reason in STAMP_REJECTIONS:
+                    values[f"rejected_stamps.{reason}"] = str(sampler.rejected.get(reason, 0))
                 for key, feat in report.features.items():
                     mean = feat.sum_skew_s / report.frames_kept if report.frames_kept else 0.0
                     values[f"{key}.skew_max_s"] = f"{feat.max_skew_s:.4f}"
                     values[f"{key}.skew_mean_s"] = f"{mean:.4f}"
                     values[f"{key}.stale_drops"] = str(feat.stale_drops)
+                    if feat.image:
+                        values[f"{key}.images_reused"] = str(feat.reused)
+                        values[f"{key}.images_unused"] = str(feat.unused)
                 if sampler.active and sampler.waiting_for:
                     values["waiting_for"] = ", ".join(sampler.waiting_for)
             problem = workflow.message if workflow is not None else self._config_error
@@ -659,7 +675,11 @@ class Recorder(LifecycleNode):
             state = State.ERROR
         if state is State.ERROR:
             status.level = DiagnosticStatus.ERROR
-        elif low or (sampler is not None and sampler.report.frames_dropped) or (sink and sink.counters.overrun):
+        elif (
+            low
+            or (sampler is not None and (sampler.report.frames_dropped or sampler.live.rejected))
+            or (sink and sink.counters.overrun)
+        ):
             status.level = DiagnosticStatus.WARN
         else:
             status.level = DiagnosticStatus.OK

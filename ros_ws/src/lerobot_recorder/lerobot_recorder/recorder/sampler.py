@@ -18,12 +18,14 @@ arrives after its frame was sampled is counted as late. Recording a bag of the s
 with ``bag2dataset --split marker:...`` (markers at the episode starts) gives the same frames.
 
 The clock is read through the receive-minus-stamp offset (`StampClock`), so stamps on another clock than the
-recorder's (a device clock, sim time) still work. One bad stamp never moves it: a sample stamped 0, before 0,
-or more than `clock_jump_ns` away from the clock's reading (ahead: future; behind: far past) is refused and
-counted under that reason (`rejected`, `last_rejection`); only `CLOCK_CONFIRM_SAMPLES` consecutive samples
-that agree on a new clock are a clock reset (a sim restarted), which ends the episode (ClockJumpError) as
-before. The work of one `poll` is bounded: a stretch of frame slots where no topic has data (the clock leapt
-ahead) is counted as stale drops in one step, not walked one slot at a time.
+recorder's (a device clock, sim time) still work. One bad stamp never moves it: a sample stamped before 0, or
+one that jumps more than `clock_jump_ns` away from both its topic's previous stamp and the clock's reading
+(ahead: future; behind: far past; to 0: zero) is refused and counted under that reason (`rejected`,
+`last_rejection`), while a late delivery (the recorder stalled: stamps still follow on) is kept; only
+`CLOCK_CONFIRM_SAMPLES` consecutive samples that agree on a new clock are a clock reset (a sim restarted),
+which ends the episode (ClockJumpError) as before. The work of one `poll` is bounded: a stretch of frame
+slots where no topic has data (the clock leapt ahead) is counted as stale drops in one step, not walked one
+slot at a time.
 
 Memory is bounded: per feature only the newest sample at or before the next frame time and the ones after it
 are kept, and at most `max_samples` of them.
@@ -61,7 +63,8 @@ class StampClock:
 
     A sample whose offset is within `bound_ns` of the estimate is accepted; the estimate is the second smallest
     accepted offset (the smallest transport delay seen, but never set by one sample alone). A sample further
-    away is refused; `confirm` consecutive refused samples agreeing with each other are a new clock.
+    away is refused unless its stamp follows on from its topic's previous one (see `check`); `confirm`
+    consecutive refused samples agreeing with each other are a new clock.
     """
 
     def __init__(self, bound_ns: int, confirm: int = CLOCK_CONFIRM_SAMPLES) -> None:
@@ -85,13 +88,23 @@ class StampClock:
         """True once `confirm` samples agreed on the clock."""
         return self.accepted >= self.confirm
 
-    def check(self, stamp_ns: int, receive_ns: int) -> str | None:
-        """None: the sample fits the clock; "future"/"far_past": refused; "reset": it confirmed a new clock."""
+    def check(self, stamp_ns: int, receive_ns: int, continuous: bool = False) -> str | None:
+        """None: the sample fits the clock; "future"/"far_past": refused; "reset": it confirmed a new clock.
+
+        `continuous`: the stamp follows its topic's previous one closely. Such a sample is never refused: far
+        behind the clock it was delivered late (the recorder stalled), far ahead the estimate was too high (the
+        first samples came late); only a stamp that jumps away from its own topic AND from the clock is absurd.
+        """
         offset = receive_ns - stamp_ns
         estimate = self.offset_ns
         if estimate is None or abs(offset - estimate) <= self.bound_ns:
             self._accept(offset)
             self._challenger.clear()
+            return None
+        if continuous:
+            self._challenger.clear()
+            if offset < estimate:
+                self._accept(offset)
             return None
         if self._challenger and abs(offset - self._challenger[0]) <= self.bound_ns:
             self._challenger.append(offset)
@@ -254,9 +267,11 @@ class LiveSampler:
         """Why the sample cannot be used (None: it can); raises ClockJumpError on a clock reset in an episode."""
         if stamp_ns < 0:
             return self._reject(key, "negative", f"stamp {stamp_ns / NS:.3f} s is negative")
+        last = self._last_stamp.get(key)
+        continuous = last is not None and abs(stamp_ns - last) <= self.clock_jump_ns
         if receive_ns is not None:
             before = self.clock.offset_ns
-            verdict = self.clock.check(stamp_ns, receive_ns)
+            verdict = self.clock.check(stamp_ns, receive_ns, continuous)
             if verdict in ("future", "far_past"):
                 assert before is not None
                 off = (receive_ns - stamp_ns - before) / NS
@@ -274,10 +289,9 @@ class LiveSampler:
                     f"{key}: {self.clock.confirm} samples in a row agree on stamps {abs(moved) / NS:.3f} s {way} "
                     "of the previous clock: the clock was reset"
                 )
-        elif self._last_now is not None and stamp_ns - self._last_now > self.clock_jump_ns:
+        elif not continuous and self._last_now is not None and stamp_ns - self._last_now > self.clock_jump_ns:
             ahead = (stamp_ns - self._last_now) / NS
             return self._reject(key, "future", f"stamp {stamp_ns / NS:.3f} s is {ahead:.3f} s ahead of the clock")
-        last = self._last_stamp.get(key)
         if last is not None and stamp_ns < last:
             if last - stamp_ns <= self.clock_jump_ns:
                 self.live.out_of_order += 1
