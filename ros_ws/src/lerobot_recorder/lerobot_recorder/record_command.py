@@ -1,4 +1,4 @@
-"""`lerobot-ros bag record`: record topics into an mcap bag (there is no `ros2 bag` in the PyPI install)."""
+"""`lerobot-ros bag record` / `bag play`: record topics into an mcap bag, play bags (no `ros2 bag` on PyPI)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+from lerobot_recorder.play_command import add_play, run_play
 from lerobot_ros.command import Command, CommandError
 
 
@@ -23,9 +24,16 @@ def _add_bag(parser: argparse.ArgumentParser) -> None:
     record.add_argument("--max-bag-duration", type=float, default=0.0, metavar="S", help="split after this long")
     record.add_argument("--duration", type=float, default=0.0, metavar="S", help="stop after this long (0: Ctrl-C)")
     record.add_argument("--use-sim-time", action="store_true", help="stamp messages with /clock time")
+    add_play(verbs)
 
 
 def _run_bag(args: argparse.Namespace) -> int:
+    if args.verb == "play":
+        return run_play(args)
+    return _run_record(args)
+
+
+def _run_record(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.parameter import Parameter
 
@@ -94,8 +102,8 @@ def _drain(node: object, quiet_s: float = 0.5, limit_s: float = 5.0) -> None:
 
 BAG = Command(
     name="bag",
-    help="record topics into an mcap bag (bag record)",
+    help="record topics into an mcap bag, play a bag (bag record / bag play)",
     add_arguments=_add_bag,
     run=_run_bag,
-    description="Record ROS 2 topics into rosbag2 mcap bags, from raw subscriptions, with size/duration splits.",
+    description="Record ROS 2 topics into rosbag2 mcap bags (raw subscriptions, size/duration splits); play bags back.",
 )

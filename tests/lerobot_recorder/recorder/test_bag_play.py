@@ -1,0 +1,247 @@
+"""`lerobot-ros bag play`: what is published (bytes, order, counts), when (timing ratios), with which QoS."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from recorder_helpers import start_streams
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+
+from lerobot_recorder.bags.errors import BagError
+from lerobot_recorder.bags.play import BagPlayback, PlayOptions, PlayQos, recorded_qos
+from lerobot_recorder.bags.reader import BagSource
+from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_bag
+from lerobot_ros.testing import venv_script
+
+FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "bags"
+NS = 1_000_000_000
+
+
+def fixture_bag(name: str) -> Path:
+    path = FIXTURES / name
+    if not (path / "metadata.yaml").is_file():
+        pytest.skip(f"fixture bag {path} is not here (needs the shared/ folder beside the repo)")
+    return path
+
+
+def qos(reliability: QosReliability, durability: QosDurability, history: QosHistory, depth: int) -> Qos:
+    never = QosTime(0, 0)
+    return Qos(history, depth, reliability, durability, never, never, QosLiveliness.AUTOMATIC, never, False)
+
+
+R, BE = QosReliability.RELIABLE, QosReliability.BEST_EFFORT
+TL, VO = QosDurability.TRANSIENT_LOCAL, QosDurability.VOLATILE
+
+
+def test_recorded_qos_follows_rosbag2s_adaptation() -> None:
+    assert recorded_qos([]) == PlayQos(reliable=True, transient_local=False, keep_all=False, depth=10)
+    assert recorded_qos([qos(R, TL, QosHistory.KEEP_LAST, 1)]) == PlayQos(True, True, False, 10)
+    assert recorded_qos([qos(BE, VO, QosHistory.KEEP_LAST, 50)]) == PlayQos(False, False, False, 50)
+    mixed = [qos(R, TL, QosHistory.KEEP_LAST, 5), qos(BE, VO, QosHistory.KEEP_LAST, 5)]
+    assert recorded_qos(mixed) == PlayQos(reliable=False, transient_local=False, keep_all=False, depth=10)
+    assert recorded_qos([qos(R, VO, QosHistory.KEEP_ALL, 0)]).keep_all
+    assert recorded_qos([qos(R, VO, QosHistory.UNKNOWN, 0)]) == PlayQos()  # old bags: depth 0, history unknown
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 0.0}, "--rate must be > 0"),
+        ({"rate": float("nan")}, "--rate must be > 0"),
+        ({"clock_hz": -1.0}, "--clock must be >= 0"),
+        ({"start_offset_s": -0.5}, "--start-offset must be >= 0"),
+    ],
+)
+def test_bad_options_name_the_option(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PlayOptions(**kwargs)
+
+
+@pytest.mark.parametrize(("storage", "compression"), [("mcap", "none"), ("sqlite3", "file"), ("mcap", "message")])
+def test_schedule_is_the_bag_timeline_scaled(tmp_path: Path, storage: str, compression: str) -> None:
+    bag = write_synthetic_bag(
+        tmp_path / "bag", SyntheticBagSpec(duration_s=1.0, cameras=(), storage=storage, compression=compression)
+    )
+    with BagSource(bag) as source:
+        stored = list(source.messages(set(source.info.topics)))
+    play = BagPlayback.open(bag, PlayOptions(rate=2.0, start_offset_s=0.25))
+    assert set(play.topics) == {"/follower/joint_states", "/follower/joint_commands"}
+    first = min(stamp for _, stamp, _ in stored)
+    assert play.first_stamp_ns == first
+    (messages,) = list(play.passes())
+    due = list(messages)
+    kept = [(t, s, bytes(r)) for t, s, r in stored if s >= first + NS // 4]
+    assert [(d.topic, d.stamp_ns, d.raw) for d in due] == kept  # same bytes, same order, offset applied
+    for d in due:
+        assert d.at_s == pytest.approx((d.stamp_ns - first - NS / 4) / NS / 2.0)
+    assert play.clock_ns(0.1) == first + NS // 4 + round(0.1 * 2.0 * NS)
+
+
+def test_topic_selection_and_loop(tmp_path: Path) -> None:
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec(duration_s=0.3, cameras=()))
+    play = BagPlayback.open(bag, PlayOptions(topics=("/follower/joint_states",), loop=True))
+    assert list(play.topics) == ["/follower/joint_states"]
+    passes = play.passes()
+    counts = [sum(1 for _ in next(passes)) for _ in range(3)]  # --loop: pass after pass
+    assert counts[0] == counts[1] == counts[2] == play.topics["/follower/joint_states"].count
+    with pytest.raises(BagError, match=r"has no topic /nope \(topics: /follower/joint_commands"):
+        BagPlayback.open(bag, PlayOptions(topics=("/nope",)))
+
+
+def test_fixture_bags_unplayable_topics_are_named() -> None:
+    events = fixture_bag("service_events_iron_mcap")
+    play = BagPlayback.open(events, PlayOptions())  # everything publishable: only service events are skipped
+    assert set(play.skipped) == {"/test_service1/_service_event", "/test_service2/_service_event"}
+    with pytest.raises(BagError, match=r"nothing to play \(/array_topic: message type test_msgs/msg/Arrays is not"):
+        BagPlayback.open(fixture_bag("cdr_test_custom_types_mcap"), PlayOptions(), lambda t: False)
+    walker = BagPlayback.open(fixture_bag("walker_humble_sqlite3"), PlayOptions())
+    assert walker.topics["/tf_static"].qos.transient_local  # latched stays latched
+    assert not walker.topics["/joint_states"].qos.transient_local
+
+
+class Capture:
+    """Raw messages of some topics with their arrival times (monotonic s)."""
+
+    def __init__(self, node: Any, topics: dict[str, Any], depth: int = 1000, latched: tuple[str, ...] = ()) -> None:
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        self.messages: dict[str, list[tuple[float, bytes]]] = {t: [] for t in topics}
+        self._lock = threading.Lock()
+        for topic, cls in topics.items():
+            profile = QoSProfile(
+                depth=depth,
+                reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL if topic in latched else DurabilityPolicy.VOLATILE,
+            )
+            node.create_subscription(cls, topic, lambda raw, t=topic: self._on(t, raw), profile, raw=True)
+
+    def _on(self, topic: str, raw: bytes) -> None:
+        with self._lock:
+            self.messages[topic].append((time.monotonic(), raw))
+
+    def raws(self, topic: str) -> list[bytes]:
+        with self._lock:
+            return [raw for _, raw in self.messages[topic]]
+
+
+def bag_messages(bag: Path, topics: set[str], offset_s: float = 0.0) -> dict[str, list[tuple[int, bytes]]]:
+    with BagSource(bag) as source:
+        stored = list(source.messages(topics))
+    first = min(s for _, s, _ in stored)
+    out: dict[str, list[tuple[int, bytes]]] = {t: [] for t in topics}
+    for topic, stamp, raw in stored:
+        if stamp >= first + round(offset_s * NS):
+            out[topic].append((stamp, bytes(raw)))
+    return out
+
+
+def timing_slope(arrivals: list[float], stamps: list[int]) -> float:
+    """Least-squares slope of arrival time (s) against bag time (s)."""
+    x = (np.asarray(stamps, dtype=np.float64) - stamps[0]) / NS
+    return float(np.polyfit(x, np.asarray(arrivals) - arrivals[0], 1)[0])
+
+
+def play(processes: Any, bag: Path, *extra: str, name: str = "bag-play") -> Any:
+    return processes.start(
+        [venv_script("lerobot-ros"), "bag", "play", str(bag), "--wait-for-subscribers", *extra], name=name
+    )
+
+
+def summary_of(output: str) -> dict[str, Any]:
+    return json.loads(output[output.rindex("\n{") :])
+
+
+@pytest.mark.ros
+def test_a_recorded_bag_plays_back_byte_for_byte_on_time(processes: Any, ros_node: Any, tmp_path: Path) -> None:
+    from sensor_msgs.msg import Image, JointState
+
+    streams = start_streams(processes)
+    bag = tmp_path / "recorded"
+    topics = ["/follower/joint_states", "/cameras/front/image_raw"]
+    recorder = processes.start(
+        [venv_script("lerobot-ros"), "bag", "record", *topics, "-o", str(bag), "--duration", "4"], name="bag-record"
+    )
+    assert recorder.wait(60) == 0, recorder.output()[-3000:]
+    expected = bag_messages(bag, set(topics))
+    assert len(expected["/follower/joint_states"]) >= 100 and len(expected["/cameras/front/image_raw"]) >= 30
+    streams.stop()  # from here on, the player is the only publisher
+
+    capture = Capture(ros_node, {topics[0]: JointState, topics[1]: Image})
+    player = play(processes, bag, "--rate", "2")
+    assert player.wait(60) == 0, player.output()[-3000:]
+    summary = summary_of(player.output())
+    assert summary["published"] == {t: len(v) for t, v in expected.items()}
+    assert summary["unacknowledged"] == []
+    for topic in topics:
+        assert capture.raws(topic) == [raw for _, raw in expected[topic]], topic  # every message, in order
+        arrivals = [at for at, _ in capture.messages[topic]]
+        slope = timing_slope(arrivals, [stamp for stamp, _ in expected[topic]])
+        assert 0.4 < slope < 0.6, f"{topic}: played at {1 / slope:.2f}x instead of 2x"
+
+
+@pytest.mark.ros
+def test_real_fixture_bags_play_with_offset_and_clock(processes: Any, ros_node: Any) -> None:
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    walker = fixture_bag("walker_humble_sqlite3")
+    talker = fixture_bag("talker_zstd_message_sqlite3")  # zstd per-message compression, 4 split files
+    clocks: list[int] = []
+    ros_node.create_subscription(Clock, "/clock", lambda m: clocks.append(m.clock.sec * NS + m.clock.nanosec), 10)
+    capture = Capture(ros_node, {"/joint_states": JointState, "/topic": String})
+
+    expected = bag_messages(walker, {"/joint_states"}, offset_s=20.0)["/joint_states"]
+    player = play(
+        processes, walker, "--topics", "/joint_states", "--start-offset", "20", "--rate", "2", "--clock", "50"
+    )
+    assert player.wait(60) == 0, player.output()[-3000:]
+    assert capture.raws("/joint_states") == [raw for _, raw in expected]
+    slope = timing_slope([at for at, _ in capture.messages["/joint_states"]], [s for s, _ in expected])
+    assert 0.4 < slope < 0.6
+    assert len(clocks) > 10
+    assert all(b >= a for a, b in itertools.pairwise(clocks))  # the bag's clock, running forward
+    assert expected[0][0] - NS // 5 <= clocks[0] and clocks[-1] <= expected[-1][0] + NS
+
+    expected = bag_messages(talker, {"/topic"}, offset_s=170.0)["/topic"]
+    player = play(processes, talker, "--topics", "/topic", "--start-offset", "170", "--rate", "4", name="talker")
+    assert player.wait(60) == 0, player.output()[-3000:]
+    assert capture.raws("/topic") == [raw for _, raw in expected] and len(expected) >= 10
+
+
+@pytest.mark.ros
+def test_loop_plays_again_until_stopped(processes: Any, ros_node: Any) -> None:
+    from std_msgs.msg import String
+
+    bag = fixture_bag("talker_foxy_sqlite3")  # 10 messages on /topic over 4.5 s
+    capture = Capture(ros_node, {"/topic": String})
+    player = play(processes, bag, "--topics", "/topic", "--loop", "--rate", "10")
+    deadline = time.monotonic() + 60
+    while len(capture.raws("/topic")) < 25 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    player.send_signal(signal.SIGINT)
+    assert player.wait(20) == 0, player.output()[-3000:]
+    raws = capture.raws("/topic")
+    assert len(raws) >= 25
+    assert raws[10:20] == raws[:10]  # the second pass is the first again
+
+
+def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from lerobot_ros.cli import main
+
+    assert main(["bag", "play", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "missing" in err
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticBagSpec(duration_s=0.2, cameras=()))
+    assert main(["bag", "play", str(bag), "--rate", "-1"]) == 2
+    assert "--rate must be > 0" in capsys.readouterr().err
+    assert main(["bag", "play", str(bag), "--topics", "/x"]) == 2
+    assert "has no topic /x" in capsys.readouterr().err
