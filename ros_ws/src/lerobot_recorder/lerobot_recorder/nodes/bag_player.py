@@ -36,7 +36,8 @@ class BagPlayer(Node):
         self.playback = playback
         self._topic_publishers: dict[str, Any] = {}
         for name, topic in playback.topics.items():
-            self._topic_publishers[name] = self.create_publisher(message_class(topic.msgtype), name, qos_profile(topic.qos))
+            cls = message_class(topic.msgtype)
+            self._topic_publishers[name] = self.create_publisher(cls, name, qos_profile(topic.qos))
         self._clock = None
         if playback.options.clock_hz > 0:
             # Reliable depth 1 matches both rclcpp's and rclpy's /clock subscriptions (best effort, depth 1).
