@@ -56,8 +56,9 @@ def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str,
     assert sum(r["frames"] for r in recorded) == len(reader)
 
     # Stage 2: a checkpoint at the asked step, with its log.
-    config = json.loads((work / "train/checkpoints/last/pretrained_model/config.json").read_text())
-    assert config["lerobot_ros"]["step"] == 20
+    checkpoint = work / "train/checkpoints/last/pretrained_model"
+    assert json.loads((checkpoint / "lerobot_ros.json").read_text())["step"] == 20
+    config = json.loads((checkpoint / "config.json").read_text())
     assert config["input_features"].keys() == {"observation.state", "observation.environment_state"}
 
     # Stage 3: the policy ran through the policy node and executor on an unseen seed.
@@ -86,7 +87,7 @@ def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str,
     longer = _demo(sim_env, "train", "--workdir", str(work), "--train-steps", "30").stdout
     assert "resuming" in longer and "from step 20 to 30" in longer
     assert (
-        json.loads((work / "train/checkpoints/last/pretrained_model/config.json").read_text())["lerobot_ros"]["step"]
+        json.loads((work / "train/checkpoints/last/pretrained_model/lerobot_ros.json").read_text())["step"]
         == 30
     )
     grown = _demo(sim_env, "record", "--workdir", str(work), "--episodes", "3").stdout

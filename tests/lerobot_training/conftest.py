@@ -60,11 +60,17 @@ def write_dataset(
     camera: str = "video",
     image_shape: tuple[int, int, int] = IMAGE_SHAPE,
     contract: dict[str, Any] | None = None,
+    extra_cameras: dict[str, tuple[int, int, int]] | None = None,
 ) -> Path:
-    """A dataset whose action is a smooth function of the state and the camera shows the state (learnable)."""
+    """A dataset whose action is a smooth function of the state and the camera shows the state (learnable).
+
+    `extra_cameras` adds cameras (name -> (H, W, 3)) that show the same picture at their own size.
+    """
+    extra_cameras = extra_cameras or {}
     features = {
         "observation.state": FeatureSpec("float32", (3,), STATE_NAMES),
         "observation.images.front": FeatureSpec(camera, image_shape),
+        **{f"observation.images.{name}": FeatureSpec(camera, shape) for name, shape in extra_cameras.items()},
         "observation.environment_state": FeatureSpec("float32", (2,), ["target_x", "target_y"]),
         "action": FeatureSpec("float32", (3,), STATE_NAMES),
     }
@@ -79,8 +85,14 @@ def write_dataset(
                 state = np.array([np.sin(phase), np.cos(phase), 10.0 * episode + frame], dtype=np.float32)
                 image = np.zeros(image_shape, dtype=np.uint8)
                 image[:, : int((frame + 1) / frames * image_shape[1])] = 40 + 50 * (episode % 4)
+                extra = {}
+                for name, shape in extra_cameras.items():
+                    other = np.zeros(shape, dtype=np.uint8)
+                    other[: int((frame + 1) / frames * shape[0])] = 200 - 40 * (episode % 4)
+                    extra[f"observation.images.{name}"] = other
                 writer.add_frame(
                     {
+                        **extra,
                         "observation.state": state,
                         "observation.images.front": image,
                         "observation.environment_state": np.array([episode, np.sin(phase)], dtype=np.float32),

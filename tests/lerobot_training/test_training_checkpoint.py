@@ -13,7 +13,15 @@ from conftest import TINY_ACT
 from safetensors.torch import save_file
 from test_training_policies import IMAGE, make_act, make_diffusion
 
-from lerobot_training.checkpoint import CONFIG_NAME, WEIGHTS_NAME, load_policy, save_policy
+from lerobot_training.checkpoint import (
+    CONFIG_NAME,
+    METADATA_NAME,
+    POSTPROCESSOR_NAME,
+    PREPROCESSOR_NAME,
+    WEIGHTS_NAME,
+    load_policy,
+    save_policy,
+)
 from lerobot_training.errors import CheckpointError
 from lerobot_training.policies.act import ACTConfig, ACTPolicy
 
@@ -59,9 +67,44 @@ def test_config_json_describes_features_fps_chunk_and_normalisation(tmp_path: Pa
     assert config["input_features"]["observation.images.cam0"] == {"type": "VISUAL", "shape": list(IMAGE)}
     assert config["output_features"]["action"]["shape"] == [2]
     assert config["chunk_size"] == TINY_ACT["chunk_size"]
-    meta = config["lerobot_ros"]
-    assert meta["config_version"] == 1 and meta["fps"] == 30 and meta["contract"] is None
+    assert "lerobot_ros" not in config  # LeRobot's config decoder refuses unknown keys
+    meta = json.loads((tmp_path / "ckpt" / METADATA_NAME).read_text())
+    assert meta["config_version"] == 2 and meta["fps"] == 30 and meta["contract"] is None
     assert meta["normalization"]["observation.state"] == "MEAN_STD"
+
+
+def test_checkpoint_has_lerobots_processor_files_with_the_statistics(tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    policy = make_act()
+    save_policy(tmp_path / "ckpt", policy, fps=30)
+    pre = json.loads((tmp_path / "ckpt" / PREPROCESSOR_NAME).read_text())
+    assert [step["registry_name"] for step in pre["steps"]] == [
+        "rename_observations_processor", "to_batch_processor", "device_processor", "normalizer_processor",
+    ]  # fmt: skip
+    post = json.loads((tmp_path / "ckpt" / POSTPROCESSOR_NAME).read_text())
+    assert [step["registry_name"] for step in post["steps"]] == ["unnormalizer_processor", "device_processor"]
+    state = load_file(str(tmp_path / "ckpt" / pre["steps"][3]["state_file"]))
+    for key, stats in policy.normalizer.stats_dict().items():
+        for stat, value in stats.items():
+            assert torch.equal(state[f"{key}.{stat}"], value), (key, stat)
+    weights = load_file(str(tmp_path / "ckpt" / WEIGHTS_NAME))
+    assert not [key for key in weights if key.startswith("normalizer.")]
+
+
+def test_version_1_checkpoint_still_loads(tmp_path: Path) -> None:
+    from safetensors.torch import save_file as save_tensors
+
+    torch.manual_seed(0)
+    policy = make_act().eval()
+    directory = tmp_path / "v1"
+    directory.mkdir()
+    save_tensors({k: v.contiguous() for k, v in policy.state_dict().items()}, str(directory / WEIGHTS_NAME))
+    document = {**policy.config.to_dict(), "lerobot_ros": {"config_version": 1, "fps": 15, "contract": None}}
+    (directory / CONFIG_NAME).write_text(json.dumps(document))
+    loaded = load_policy(directory)
+    assert loaded.source == "lerobot_ros" and loaded.fps == 15
+    assert torch.equal(loaded.policy.predict_chunk(OBSERVATION), policy.predict_chunk(OBSERVATION))
 
 
 def _saved(tmp_path: Path) -> Path:
@@ -74,7 +117,9 @@ def _edit_config(directory: Path, **changes: Any) -> None:
     data = json.loads(path.read_text())
     for key, value in changes.items():
         if key == "config_version":
-            data["lerobot_ros"]["config_version"] = value
+            meta = json.loads((directory / METADATA_NAME).read_text())
+            meta["config_version"] = value
+            (directory / METADATA_NAME).write_text(json.dumps(meta))
         else:
             data[key] = value
     path.write_text(json.dumps(data))
@@ -89,8 +134,8 @@ def test_unknown_policy_type_is_named(tmp_path: Path) -> None:
 
 def test_newer_config_version_is_refused(tmp_path: Path) -> None:
     directory = _saved(tmp_path)
-    _edit_config(directory, config_version=2)
-    with pytest.raises(CheckpointError, match="config_version 2 is newer"):
+    _edit_config(directory, config_version=3)
+    with pytest.raises(CheckpointError, match="config_version 3 is newer"):
         load_policy(directory)
 
 
@@ -352,10 +397,10 @@ def test_lerobot_checkpoint_with_a_missing_tensor_is_refused(tmp_path: Path) -> 
         load_policy(directory)
 
 
-def test_lerobot_diffusion_checkpoint_is_refused_clearly(tmp_path: Path) -> None:
+def test_lerobot_checkpoint_with_an_unsupported_preprocessing_field_is_named(tmp_path: Path) -> None:
     directory = build_lerobot_checkpoint(tmp_path / "pretrained_model")
-    _edit_config(directory, type="diffusion")
-    with pytest.raises(CheckpointError, match="only 'act'"):
+    _edit_config(directory, resize_shape=[96, 96])
+    with pytest.raises(CheckpointError, match=r"resize_shape=\[96, 96\] is not supported.*LeRobot itself"):
         load_policy(directory)
 
 

@@ -1,7 +1,9 @@
-"""A checkpoint written by LeRobot 0.4.4's own `lerobot-train` loads here and predicts what LeRobot predicts.
+"""Checkpoints both ways with LeRobot 0.4.4 itself: a checkpoint written by LeRobot's `lerobot-train` loads
+here and predicts what LeRobot predicts (ACT with cameras of different sizes, diffusion), and a checkpoint
+trained here loads in LeRobot (`from_pretrained` + `make_pre_post_processors`) and predicts what we predict.
 
 Runs LeRobot in the reference venv (.venv-lerobot-ref) with the extra training packages of
-shared/lerobot-act-train-requirements.txt installed `--no-deps --target .venv-lerobot-ref/act-extras`;
+requirements/lerobot-act-train.txt installed `--no-deps --target .venv-lerobot-ref/act-extras`;
 skipped when either is absent.
 """
 
@@ -11,18 +13,24 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from conftest import TINY, VECTOR_INPUTS
 
 from lerobot_training.checkpoint import load_policy
+from lerobot_training.features import FeatureType
+from lerobot_training.policies.config import PolicyConfig
+from lerobot_training.trainer import TrainConfig, Trainer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 REF_VENV = Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO / ".venv-lerobot-ref"))
 REF_PYTHON = REF_VENV / "bin" / "python"
 EXTRAS = Path(os.environ.get("LEROBOT_ROS_ACT_EXTRAS", REF_VENV / "act-extras"))
+TOLERANCE = 1e-5
 
 pytestmark = [
     pytest.mark.reference,
@@ -30,9 +38,20 @@ pytestmark = [
     pytest.mark.skipif(
         not REF_PYTHON.exists() or not (EXTRAS / "draccus").is_dir(),
         reason="needs .venv-lerobot-ref (scripts/setup.sh --with-lerobot-reference) and the ACT training extras: "
-        "pip install --no-deps --target .venv-lerobot-ref/act-extras -r shared/lerobot-act-train-requirements.txt",
+        "pip install --no-deps --target .venv-lerobot-ref/act-extras -r requirements/lerobot-act-train.txt",
     ),
 ]
+
+TINY_LEROBOT_ACT = [
+    "--policy.type=act", "--policy.pretrained_backbone_weights=null", "--policy.dim_model=64", "--policy.n_heads=4",
+    "--policy.dim_feedforward=128", "--policy.n_encoder_layers=2", "--policy.n_vae_encoder_layers=1",
+    "--policy.chunk_size=5", "--policy.n_action_steps=5", "--policy.latent_dim=8",
+]  # fmt: skip
+TINY_LEROBOT_DIFFUSION = [
+    "--policy.type=diffusion", "--policy.down_dims=[16, 32]", "--policy.n_groups=4", "--policy.kernel_size=3",
+    "--policy.diffusion_step_embed_dim=16", "--policy.spatial_softmax_num_keypoints=4", "--policy.horizon=8",
+    "--policy.n_action_steps=4", "--policy.num_train_timesteps=20",
+]  # fmt: skip
 
 
 def reference_env(tmp_path: Path) -> dict[str, str]:
@@ -51,24 +70,53 @@ def run_reference(tmp_path: Path, args: list[str]) -> None:
     assert result.returncode == 0, f"{args[:3]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 
 
-def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
-    make_dataset: Callable[..., Path], tmp_path: Path
-) -> None:
-    dataset = make_dataset(episodes=2, frames=10, image_shape=(64, 96, 3))
+def lerobot_train(tmp_path: Path, dataset: Path, policy_args: list[str]) -> Path:
+    """Train 2 steps with LeRobot's own lerobot-train; returns its last pretrained_model directory."""
     out = tmp_path / "lerobot-run"
     run_reference(
         tmp_path,
         [
-            "-m", "lerobot.scripts.lerobot_train", "--policy.type=act", "--policy.device=cpu",
-            "--policy.push_to_hub=false", "--policy.pretrained_backbone_weights=null", "--policy.dim_model=64",
-            "--policy.n_heads=4", "--policy.dim_feedforward=128", "--policy.n_encoder_layers=2",
-            "--policy.n_vae_encoder_layers=1", "--policy.chunk_size=5", "--policy.n_action_steps=5",
-            "--policy.latent_dim=8", "--dataset.repo_id=local/tiny", f"--dataset.root={dataset}",
-            f"--output_dir={out}", "--steps=2", "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2",
-            "--eval_freq=0", "--wandb.enable=false",
+            "-m", "lerobot.scripts.lerobot_train", *policy_args, "--policy.device=cpu", "--policy.push_to_hub=false",
+            "--dataset.repo_id=local/tiny", f"--dataset.root={dataset}", f"--output_dir={out}", "--steps=2",
+            "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--eval_freq=0",
+            "--wandb.enable=false",
         ],
     )  # fmt: skip
-    checkpoint = out / "checkpoints" / "last" / "pretrained_model"
+    return out / "checkpoints" / "last" / "pretrained_model"
+
+
+def random_observation(config: PolicyConfig, seed: int = 0) -> dict[str, torch.Tensor]:
+    """One observation for `config`'s inputs: vectors ~ N(0, 1), cameras float (3, H, W) in [0, 1]."""
+    generator = torch.Generator().manual_seed(seed)
+    observation = {}
+    for key, feature in config.input_features.items():
+        if feature.type is FeatureType.VISUAL:
+            observation[key] = torch.rand(feature.shape, generator=generator)
+        else:
+            observation[key] = torch.randn(feature.shape, generator=generator)
+    return observation
+
+
+def lerobot_chunk(tmp_path: Path, checkpoint: Path, observation: dict[str, torch.Tensor], seed: int) -> np.ndarray:
+    np.savez(tmp_path / "observation.npz", **{k: v.numpy() for k, v in observation.items()})
+    args = [str(HERE / "lerobot_predict.py"), str(checkpoint), str(tmp_path / "observation.npz")]
+    run_reference(tmp_path, [*args, str(tmp_path / "ref.npz"), str(seed)])
+    chunk: np.ndarray = np.load(tmp_path / "ref.npz")["chunk"]
+    return chunk
+
+
+def our_chunk(checkpoint: Path, observation: dict[str, torch.Tensor], seed: int, steps: int) -> tuple[Any, np.ndarray]:
+    loaded = load_policy(checkpoint)
+    torch.manual_seed(seed)
+    chunk = loaded.policy.predict_chunk(observation)[:steps].numpy()
+    return loaded, chunk
+
+
+def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
+    make_dataset: Callable[..., Path], tmp_path: Path
+) -> None:
+    dataset = make_dataset(episodes=2, frames=10, image_shape=(64, 96, 3))
+    checkpoint = lerobot_train(tmp_path, dataset, TINY_LEROBOT_ACT)
     loaded = load_policy(checkpoint)
     assert loaded.source == "lerobot"
     config = loaded.policy.config
@@ -78,24 +126,64 @@ def test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction(
         "observation.images.front",
         "observation.environment_state",
     }
-
-    generator = torch.Generator().manual_seed(0)
-    observation = {
-        "observation.state": torch.randn(3, generator=generator),
-        "observation.environment_state": torch.randn(2, generator=generator),
-        "observation.images.front": torch.rand(3, 64, 96, generator=generator),
-    }
-    np.savez(tmp_path / "observation.npz", **{k: v.numpy() for k, v in observation.items()})
-    run_reference(
-        tmp_path,
-        [
-            str(HERE / "lerobot_act_predict.py"),
-            str(checkpoint),
-            str(tmp_path / "observation.npz"),
-            str(tmp_path / "ref.npz"),
-        ],
-    )
-    expected = np.load(tmp_path / "ref.npz")["chunk"]
-    ours = loaded.policy.predict_chunk(observation).numpy()
+    observation = random_observation(config)
+    expected = lerobot_chunk(tmp_path, checkpoint, observation, seed=0)
+    _, ours = our_chunk(checkpoint, observation, seed=0, steps=5)
     assert ours.shape == expected.shape == (5, 3)
-    np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ours, expected, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+def test_lerobot_trained_act_with_two_camera_sizes_matches_lerobots_prediction(
+    make_dataset: Callable[..., Path], tmp_path: Path
+) -> None:
+    dataset = make_dataset(episodes=2, frames=10, image_shape=(64, 96, 3), extra_cameras={"wrist": (48, 64, 3)})
+    checkpoint = lerobot_train(tmp_path, dataset, TINY_LEROBOT_ACT)
+    loaded, _ = our_chunk(checkpoint, random_observation(load_policy(checkpoint).policy.config), 0, 5)
+    shapes = {key: ft.shape for key, ft in loaded.policy.config.image_features.items()}
+    assert shapes == {"observation.images.front": (3, 64, 96), "observation.images.wrist": (3, 48, 64)}
+    observation = random_observation(loaded.policy.config, seed=1)
+    expected = lerobot_chunk(tmp_path, checkpoint, observation, seed=0)
+    _, ours = our_chunk(checkpoint, observation, seed=0, steps=5)
+    np.testing.assert_allclose(ours, expected, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("scheduler", ["DDPM", "DDIM"])
+def test_lerobot_trained_diffusion_checkpoint_matches_lerobots_prediction(
+    make_dataset: Callable[..., Path], tmp_path: Path, scheduler: str
+) -> None:
+    dataset = make_dataset(episodes=2, frames=12, image_shape=(32, 48, 3))
+    args = [*TINY_LEROBOT_DIFFUSION, f"--policy.noise_scheduler_type={scheduler}"]
+    if scheduler == "DDIM":
+        args.append("--policy.num_inference_steps=5")
+    checkpoint = lerobot_train(tmp_path, dataset, args)
+    loaded = load_policy(checkpoint)
+    assert loaded.source == "lerobot" and loaded.policy.config.noise_scheduler_type == scheduler
+    observation = random_observation(loaded.policy.config, seed=2)
+    expected = lerobot_chunk(tmp_path, checkpoint, observation, seed=7)
+    _, ours = our_chunk(checkpoint, observation, seed=7, steps=4)
+    assert ours.shape == expected.shape == (4, 3)
+    np.testing.assert_allclose(ours, expected, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("policy", ["act", "diffusion"])
+def test_lerobot_runs_a_checkpoint_trained_here_and_predicts_our_chunks(
+    make_dataset: Callable[..., Path], tmp_path: Path, policy: str
+) -> None:
+    dataset = make_dataset(episodes=2, frames=12, image_shape=(32, 48, 3))
+    overrides = dict(TINY[policy])
+    trainer = Trainer(
+        TrainConfig(
+            dataset=dataset, policy=policy, out=tmp_path / "run", steps=2, batch_size=2, save_every=2,
+            val_every=2, val_batches=1, warmup_steps=1, progress=False, policy_overrides=overrides,
+        )
+    )  # fmt: skip
+    trainer.train()
+    checkpoint = tmp_path / "run" / "checkpoints" / "last" / "pretrained_model"
+    config = load_policy(checkpoint).policy.config
+    assert set(config.input_features) == {*VECTOR_INPUTS, "observation.images.front"}
+    observation = random_observation(config, seed=3)
+    expected = lerobot_chunk(tmp_path, checkpoint, observation, seed=11)
+    loaded, ours = our_chunk(checkpoint, observation, seed=11, steps=config.executed_steps)
+    assert loaded.source == "lerobot_ros"
+    assert ours.shape == expected.shape
+    np.testing.assert_allclose(ours, expected, rtol=TOLERANCE, atol=TOLERANCE)

@@ -218,7 +218,11 @@ def test_cli_trains_resumes_and_pushes_to_the_hub(
     api = RecordingHfApi.instances[-1]
     assert [name for name, _ in api.calls] == ["create_repo", "upload_folder", "upload_file"]
     assert api.calls[0][1]["repo_type"] == "model"
-    assert api.uploaded == ["config.json", "model.safetensors"]
+    assert api.uploaded == [
+        "config.json", "lerobot_ros.json", "model.safetensors", "policy_postprocessor.json",
+        "policy_postprocessor_step_0_unnormalizer_processor.safetensors", "policy_preprocessor.json",
+        "policy_preprocessor_step_3_normalizer_processor.safetensors",
+    ]  # fmt: skip
     assert "LeRobot" in api.calls[2][1]["path_or_fileobj"].decode()
 
 

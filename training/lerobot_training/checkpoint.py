@@ -1,24 +1,30 @@
-"""The checkpoint directory the policy node loads, and loading of LeRobot ACT checkpoints.
+"""The checkpoint directory: one layout that LeRobot's `from_pretrained` and this package both load.
 
-Layout written by `save_policy`:
+Layout written by `save_policy` (LeRobot 0.4.x's `pretrained_model/` plus two files of ours):
 
-* `config.json`: the policy config with LeRobot's field names (`type`, `input_features` and
-  `output_features` with shapes and names, `normalization_mapping`, `chunk_size`/`horizon`, ...), plus
-  a `lerobot_ros` object: `config_version`, `fps`, `chunk_length`, `n_action_steps`, the normalisation
-  mode of every feature, the contract file name and where the weights came from.
-* `model.safetensors`: every weight and buffer, the normalisation statistics included
-  (`normalizer.buffer_<feature>.<stat>`).
+* `config.json`: the policy config exactly as LeRobot's `PreTrainedConfig` reads it (`type`,
+  `input_features`/`output_features` with type and shape, `normalization_mapping`, the policy's fields).
+* `model.safetensors`: the network's weights under LeRobot's tensor names; no statistics.
+* `policy_preprocessor.json` + `policy_preprocessor_step_3_normalizer_processor.safetensors` and
+  `policy_postprocessor.json` + `policy_postprocessor_step_0_unnormalizer_processor.safetensors`: LeRobot's
+  processor pipelines with the normalisation statistics (`<feature>.<stat>` tensors), what
+  `make_pre_post_processors(config, pretrained_path=...)`, lerobot-record and lerobot-eval load.
+* `lerobot_ros.json`: what LeRobot has no field for: `config_version`, `fps`, `chunk_length`,
+  `n_action_steps`, the normalisation mode of every feature, the element names of every feature (which
+  joint each number is), the contract file name and the training run's own metadata.
 * `contract.yaml`: the robot contract the dataset was recorded with (when the dataset carried one).
 
+A LeRobot checkpoint is the same directory without our two files: it loads too (ACT and diffusion), and
+so do the checkpoints of earlier versions of this package (config_version 1: our metadata inside
+config.json, the statistics as `normalizer.*` buffers in model.safetensors).
+
 Loading never unpickles and never imports or runs anything named by the checkpoint: JSON is parsed,
-the type is looked up in a fixed table, tensors come from safetensors. A LeRobot checkpoint
-(`pretrained_model/` of `lerobot-train`: config.json without `lerobot_ros`, weights under `model.*`,
-statistics in the normaliser processor files or, for LeRobot < 0.4, as buffers in model.safetensors)
-loads too, for ACT.
+the type is looked up in a fixed table, tensors come from safetensors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -30,20 +36,34 @@ import torch
 from torch import Tensor
 
 from lerobot_training.errors import CheckpointError, TrainingError
-from lerobot_training.normalize import buffer_name
+from lerobot_training.features import FeatureType, features_to_json
+from lerobot_training.normalize import EPS, buffer_name
 from lerobot_training.policies.base import Policy
-from lerobot_training.policies.config import LEROBOT_RUNTIME_FIELDS
+from lerobot_training.policies.config import LEROBOT_RUNTIME_FIELDS, PolicyConfig
 from lerobot_training.policies.registry import policy_class
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 CONTRACT_NAME = "contract.yaml"
-CONFIG_VERSION = 1
-FORMAT_KEY = "lerobot_ros"
+METADATA_NAME = "lerobot_ros.json"
+PREPROCESSOR_NAME = "policy_preprocessor.json"
+POSTPROCESSOR_NAME = "policy_postprocessor.json"
+NORMALIZER_STATE_NAME = "policy_preprocessor_step_3_normalizer_processor.safetensors"
+UNNORMALIZER_STATE_NAME = "policy_postprocessor_step_0_unnormalizer_processor.safetensors"
+CONFIG_VERSION = 2
+FORMAT_KEY = "lerobot_ros"  # config_version 1 kept our metadata under this key of config.json
 
-# LeRobot config fields that only concern its optimiser/scheduler/data loading.
+# LeRobot config fields that only concern its optimiser/scheduler/data loading/compilation.
 LEROBOT_TRAINING_FIELDS = frozenset(
-    {"drop_n_last_frames", "optimizer_betas", "optimizer_eps", "scheduler_name", "scheduler_warmup_steps"}
+    {
+        "drop_n_last_frames",
+        "optimizer_betas",
+        "optimizer_eps",
+        "scheduler_name",
+        "scheduler_warmup_steps",
+        "compile_model",
+        "compile_mode",
+    }
 )
 _LEGACY_NORMALIZER_PREFIXES = ("normalize_inputs.", "normalize_targets.", "unnormalize_outputs.")
 
@@ -69,6 +89,78 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _json_bytes(document: Any, indent: int = 2) -> bytes:
+    return (json.dumps(document, indent=indent) + "\n").encode()
+
+
+def lerobot_config_dict(config: PolicyConfig) -> dict[str, Any]:
+    """`config` as LeRobot's config.json: features without element names, type-level normalisation only."""
+    document = config.to_dict()
+    for key in ("input_features", "output_features"):
+        document[key] = features_to_json(getattr(config, key), names=False)
+    types = {t.value for t in FeatureType}
+    document["normalization_mapping"] = {
+        key: mode.value for key, mode in config.normalization_mapping.items() if key in types
+    }
+    return document
+
+
+def _processor_document(name: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "steps": steps}
+
+
+def _normalizer_step(registry_name: str, config: PolicyConfig, keys: list[str], state_file: str) -> dict[str, Any]:
+    features = {**config.input_features, **config.output_features}
+    types = {t.value for t in FeatureType}
+    return {
+        "registry_name": registry_name,
+        "config": {
+            "eps": EPS,
+            "features": {key: features[key].to_json(names=False) for key in keys},
+            "norm_map": {key: mode.value for key, mode in config.normalization_mapping.items() if key in types},
+        },
+        "state_file": state_file,
+    }
+
+
+def _device_step() -> dict[str, Any]:
+    return {"registry_name": "device_processor", "config": {"device": "cpu", "float_dtype": None}}
+
+
+def write_processors(directory: Path, policy: Policy) -> None:
+    """LeRobot's pre/post-processor files (normalise inputs, de-normalise actions) with the policy's statistics."""
+    from safetensors.torch import save as save_safetensors
+
+    config = policy.config
+    stats = {
+        f"{key}.{stat}": value.detach().to("cpu").float().contiguous()
+        for key, feature_stats in policy.normalizer.stats_dict().items()
+        for stat, value in feature_stats.items()
+    }
+    state = save_safetensors(stats, metadata={"format": "pt"})
+    write_atomic(directory / NORMALIZER_STATE_NAME, state)
+    write_atomic(directory / UNNORMALIZER_STATE_NAME, state)
+    inputs = [*config.input_features, *config.output_features]
+    preprocessor = _processor_document(
+        "policy_preprocessor",
+        [
+            {"registry_name": "rename_observations_processor", "config": {"rename_map": {}}},
+            {"registry_name": "to_batch_processor", "config": {}},
+            _device_step(),
+            _normalizer_step("normalizer_processor", config, inputs, NORMALIZER_STATE_NAME),
+        ],
+    )
+    postprocessor = _processor_document(
+        "policy_postprocessor",
+        [
+            _normalizer_step("unnormalizer_processor", config, list(config.output_features), UNNORMALIZER_STATE_NAME),
+            _device_step(),
+        ],
+    )
+    write_atomic(directory / PREPROCESSOR_NAME, _json_bytes(preprocessor))
+    write_atomic(directory / POSTPROCESSOR_NAME, _json_bytes(postprocessor))
+
+
 def save_policy(
     directory: Path,
     policy: Policy,
@@ -77,29 +169,39 @@ def save_policy(
     contract: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write `policy` as a checkpoint directory (created if needed); returns the directory."""
+    """Write `policy` as a checkpoint directory (created if needed); returns the directory.
+
+    config.json is written last, so a directory with a config.json holds a complete checkpoint.
+    """
     from safetensors.torch import save as save_safetensors
 
     directory.mkdir(parents=True, exist_ok=True)
     config = policy.config
+    features = {**config.input_features, **config.output_features}
     meta: dict[str, Any] = {
         "config_version": CONFIG_VERSION,
         "fps": fps,
         "chunk_length": config.chunk_length,
         "n_action_steps": config.executed_steps,
         "normalization": {key: mode.value for key, mode in config.normalization_modes().items()},
+        "feature_names": {key: list(ft.names) for key, ft in features.items() if ft.names is not None},
         "contract": CONTRACT_NAME if contract is not None else None,
     }
     if extra:
         meta.update(extra)
-    document = {**config.to_dict(), FORMAT_KEY: meta}
-    tensors = {key: value.detach().to("cpu").contiguous().clone() for key, value in policy.state_dict().items()}
+    tensors = {
+        policy.lerobot_key(key): value.detach().to("cpu").contiguous().clone()
+        for key, value in policy.state_dict().items()
+        if not key.startswith("normalizer.")
+    }
     write_atomic(directory / WEIGHTS_NAME, save_safetensors(tensors, metadata={"format": "pt"}))
+    write_processors(directory, policy)
     if contract is not None:
         import yaml
 
         write_atomic(directory / CONTRACT_NAME, yaml.safe_dump(dict(contract), sort_keys=False).encode())
-    write_atomic(directory / CONFIG_NAME, (json.dumps(document, indent=2) + "\n").encode())
+    write_atomic(directory / METADATA_NAME, _json_bytes(meta))
+    write_atomic(directory / CONFIG_NAME, _json_bytes(lerobot_config_dict(config), indent=4))
     return directory
 
 
@@ -116,12 +218,7 @@ def read_safetensors(path: Path) -> dict[str, Tensor]:
         raise CheckpointError(f"{path} is not a valid safetensors file ({err}); re-export or re-download it") from None
 
 
-def _read_config(directory: Path) -> dict[str, Any]:
-    path = directory / CONFIG_NAME
-    if not directory.is_dir():
-        raise CheckpointError(f"checkpoint directory {directory} does not exist")
-    if not path.is_file():
-        raise CheckpointError(f"{directory} holds no {CONFIG_NAME}; is it a checkpoint directory (pretrained_model/)?")
+def _read_json_object(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -129,6 +226,27 @@ def _read_config(directory: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} must hold a JSON object")
     return data
+
+
+def _read_config(directory: Path) -> dict[str, Any]:
+    path = directory / CONFIG_NAME
+    if not directory.is_dir():
+        raise CheckpointError(f"checkpoint directory {directory} does not exist")
+    if not path.is_file():
+        raise CheckpointError(f"{directory} holds no {CONFIG_NAME}; is it a checkpoint directory (pretrained_model/)?")
+    return _read_json_object(path)
+
+
+def read_metadata(directory: Path) -> dict[str, Any]:
+    """Our metadata of a checkpoint: lerobot_ros.json (config.json's `lerobot_ros` in version 1); {} for LeRobot's."""
+    directory = Path(directory)
+    if (directory / METADATA_NAME).is_file():
+        return _read_json_object(directory / METADATA_NAME)
+    if (directory / CONFIG_NAME).is_file():
+        legacy = _read_json_object(directory / CONFIG_NAME).get(FORMAT_KEY)
+        if isinstance(legacy, dict):
+            return legacy
+    return {}
 
 
 def _load_weights(policy: Policy, tensors: Mapping[str, Tensor], path: Path) -> None:
@@ -150,14 +268,22 @@ def _load_weights(policy: Policy, tensors: Mapping[str, Tensor], path: Path) -> 
 
 
 def load_policy(directory: Path, *, device: str | torch.device = "cpu", fps: float | None = None) -> LoadedPolicy:
-    """Load a checkpoint directory written by `save_policy` or by LeRobot (ACT). `fps` overrides the stored rate."""
+    """Load a checkpoint directory written by `save_policy` or by LeRobot (ACT, diffusion).
+
+    `fps` overrides the stored rate.
+    """
     directory = Path(directory)
     data = _read_config(directory)
     where = str(directory / CONFIG_NAME)
     cls = policy_class(data.get("type"), where)
-    meta = data.pop(FORMAT_KEY, None)
+    legacy_meta = data.pop(FORMAT_KEY, None)
     try:
-        loaded = _load_own(directory, data, meta, cls) if meta is not None else _load_lerobot(directory, data, cls)
+        if legacy_meta is not None:
+            loaded = _load_version_1(directory, data, legacy_meta, cls)
+        elif (directory / METADATA_NAME).is_file():
+            loaded = _load_own(directory, data, cls)
+        else:
+            loaded = _load_lerobot(directory, data, cls)
     except TrainingError as err:
         if isinstance(err, CheckpointError):
             raise
@@ -169,35 +295,73 @@ def load_policy(directory: Path, *, device: str | torch.device = "cpu", fps: flo
     return loaded
 
 
-def _load_own(directory: Path, data: dict[str, Any], meta: Any, cls: type[Policy]) -> LoadedPolicy:
-    where = directory / CONFIG_NAME
+def _check_version(meta: Any, where: Path, name: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
-        raise CheckpointError(f"{where}: '{FORMAT_KEY}' must be an object")
+        raise CheckpointError(f"{where}: '{name}' must be an object")
     version = meta.get("config_version")
     if not isinstance(version, int):
-        raise CheckpointError(f"{where}: '{FORMAT_KEY}.config_version' must be an integer, got {version!r}")
+        raise CheckpointError(f"{where}: '{name}.config_version' must be an integer, got {version!r}")
     if version > CONFIG_VERSION:
         raise CheckpointError(
             f"{where}: config_version {version} is newer than this lerobot_training understands ({CONFIG_VERSION}); "
             "upgrade the package"
         )
+    return meta
+
+
+def _read_contract(directory: Path, meta: Mapping[str, Any], where: Path) -> dict[str, Any] | None:
+    contract_name = meta.get("contract")
+    if not contract_name:
+        return None
+    contract_path = directory / str(contract_name)
+    if not contract_path.is_file() or contract_path.parent.resolve() != directory.resolve():
+        raise CheckpointError(f"{where} names contract {contract_name!r}, which is not a file in the directory")
+    import yaml
+
+    try:
+        contract = yaml.safe_load(contract_path.read_text())
+    except yaml.YAMLError as err:
+        raise CheckpointError(f"{contract_path} is not valid YAML: {err}") from None
+    return contract if isinstance(contract, dict) else None
+
+
+def _with_feature_names(config: PolicyConfig, names: Any, where: Path) -> None:
+    if names is None:
+        return
+    if not isinstance(names, Mapping):
+        raise CheckpointError(f"{where}: 'feature_names' must be an object of lists")
+    for attr in ("input_features", "output_features"):
+        features = dict(getattr(config, attr))
+        for key, feature in features.items():
+            value = names.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                raise CheckpointError(f"{where}: feature_names[{key!r}] must be a list of strings")
+            features[key] = dataclasses.replace(feature, names=tuple(value))
+        setattr(config, attr, features)
+
+
+def _load_version_1(directory: Path, data: dict[str, Any], meta: Any, cls: type[Policy]) -> LoadedPolicy:
+    """A checkpoint of config_version 1: metadata in config.json, statistics as buffers in model.safetensors."""
+    where = directory / CONFIG_NAME
+    meta = _check_version(meta, where, FORMAT_KEY)
     config = cls.config_class.from_dict(data)
     policy = cls(config)
-    _load_weights(policy, read_safetensors(directory / WEIGHTS_NAME), directory / WEIGHTS_NAME)
-    contract = None
-    contract_name = meta.get("contract")
-    if contract_name:
-        contract_path = directory / str(contract_name)
-        if not contract_path.is_file() or contract_path.parent.resolve() != directory.resolve():
-            raise CheckpointError(f"{where} names contract {contract_name!r}, which is not a file in the directory")
-        import yaml
-
-        try:
-            contract = yaml.safe_load(contract_path.read_text())
-        except yaml.YAMLError as err:
-            raise CheckpointError(f"{contract_path} is not valid YAML: {err}") from None
+    tensors = {policy.own_key(key): value for key, value in read_safetensors(directory / WEIGHTS_NAME).items()}
+    _load_weights(policy, tensors, directory / WEIGHTS_NAME)
     fps = meta.get("fps")
+    contract = _read_contract(directory, meta, where)
     return LoadedPolicy(policy, directory, "lerobot_ros", float(fps) if fps else None, contract, dict(meta))
+
+
+def _load_own(directory: Path, data: dict[str, Any], cls: type[Policy]) -> LoadedPolicy:
+    where = directory / METADATA_NAME
+    meta = _check_version(_read_json_object(where), where, METADATA_NAME)
+    loaded = _load_lerobot(directory, data, cls, feature_names=meta.get("feature_names"), meta_path=where)
+    fps = meta.get("fps")
+    contract = _read_contract(directory, meta, where)
+    return LoadedPolicy(loaded.policy, directory, "lerobot_ros", float(fps) if fps else None, contract, dict(meta))
 
 
 def _feature_of_stat_key(key: str, features: list[str]) -> tuple[str, str] | None:
@@ -227,13 +391,32 @@ def _lerobot_stats(directory: Path, tensors: Mapping[str, Tensor], features: lis
     return stats
 
 
-def _load_lerobot(directory: Path, data: dict[str, Any], cls: type[Policy]) -> LoadedPolicy:
-    if cls.name != "act":
-        raise CheckpointError(
-            f"{directory}: LeRobot checkpoints of type {cls.name!r} are not supported (only 'act'); retrain it here"
-        )
-    config_data = {**data, "pretrained_backbone_weights": None}  # the weights are in the checkpoint
-    config = cls.config_class.from_dict(config_data, ignore=LEROBOT_RUNTIME_FIELDS | LEROBOT_TRAINING_FIELDS)
+def _lerobot_config(cls: type[Policy], data: dict[str, Any], where: Path) -> PolicyConfig:
+    """Our config of a LeRobot config.json; LeRobot fields we do not implement are refused when not at defaults."""
+    data = dict(data)
+    unsupported = {"resize_shape": None, "crop_ratio": 1.0}
+    for name, default in unsupported.items():
+        if name in data:
+            value = data.pop(name)
+            if value != default:
+                raise CheckpointError(
+                    f"{where}: {name}={value!r} is not supported by this version (only {default!r}); "
+                    "run the checkpoint with LeRobot itself, or retrain without it"
+                )
+    data["pretrained_backbone_weights"] = None  # the weights are in the checkpoint
+    return cls.config_class.from_dict(data, ignore=LEROBOT_RUNTIME_FIELDS | LEROBOT_TRAINING_FIELDS)
+
+
+def _load_lerobot(
+    directory: Path,
+    data: dict[str, Any],
+    cls: type[Policy],
+    *,
+    feature_names: Any = None,
+    meta_path: Path | None = None,
+) -> LoadedPolicy:
+    config = _lerobot_config(cls, data, directory / CONFIG_NAME)
+    _with_feature_names(config, feature_names, meta_path or directory / CONFIG_NAME)
     policy = cls(config)
     weights_path = directory / WEIGHTS_NAME
     tensors = read_safetensors(weights_path)
@@ -241,6 +424,10 @@ def _load_lerobot(directory: Path, data: dict[str, Any], cls: type[Policy]) -> L
     stats = _lerobot_stats(directory, tensors, features)
     policy.normalizer.load_stats(stats)
     normalizer_state = {f"normalizer.{k}": v for k, v in policy.normalizer.state_dict().items()}
-    weights = {k: v for k, v in tensors.items() if k.startswith("model.")}
+    weights = {
+        policy.own_key(k): v
+        for k, v in tensors.items()
+        if not k.startswith(_LEGACY_NORMALIZER_PREFIXES) and not k.startswith("normalizer.")
+    }
     _load_weights(policy, {**weights, **normalizer_state}, weights_path)
     return LoadedPolicy(policy, directory, "lerobot", None, None, {"lerobot_config": data})

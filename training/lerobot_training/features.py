@@ -45,9 +45,10 @@ class PolicyFeature:
     shape: tuple[int, ...]
     names: tuple[str, ...] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, names: bool = True) -> dict[str, Any]:
+        """`{"type", "shape"[, "names"]}`; `names=False` gives LeRobot's PolicyFeature (it refuses extra keys)."""
         out: dict[str, Any] = {"type": self.type.value, "shape": list(self.shape)}
-        if self.names is not None:
+        if names and self.names is not None:
             out["names"] = list(self.names)
         return out
 
@@ -75,8 +76,8 @@ class PolicyFeature:
         return cls(ftype, tuple(int(d) for d in shape), tuple(names) if names is not None else None)
 
 
-def features_to_json(features: Mapping[str, PolicyFeature]) -> dict[str, dict[str, Any]]:
-    return {key: ft.to_json() for key, ft in features.items()}
+def features_to_json(features: Mapping[str, PolicyFeature], names: bool = True) -> dict[str, dict[str, Any]]:
+    return {key: ft.to_json(names) for key, ft in features.items()}
 
 
 def features_from_json(data: Any, field_name: str) -> dict[str, PolicyFeature]:

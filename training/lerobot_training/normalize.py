@@ -1,7 +1,7 @@
 """Per-feature normalisation (mean/std or min/max) with the statistics stored as module buffers.
 
-The buffers travel inside `model.safetensors` under `normalizer.buffer_<feature with . as _>.<stat>`
-(the layout LeRobot used before its processor pipelines), so a checkpoint is one weights file.
+The formulas are those of LeRobot's normaliser processor (eps 1e-8 added to std; for min/max only
+where max equals min). Checkpoints store the statistics in LeRobot's processor files (see checkpoint.py).
 """
 
 from __future__ import annotations
@@ -152,8 +152,8 @@ class Normalizer(nn.Module):
         mode = self.modes[key]
         if mode is NormalizationMode.MEAN_STD:
             return (value - holder.stat("mean")) / (holder.stat("std") + EPS)
-        low, high = holder.stat("min"), holder.stat("max")
-        return (value - low) / (high - low + EPS) * 2 - 1
+        low, span = holder.stat("min"), self._span(holder)
+        return 2 * (value - low) / span - 1
 
     def unnormalize_value(self, key: str, value: Tensor) -> Tensor:
         holder = self._holder(key)
@@ -162,8 +162,14 @@ class Normalizer(nn.Module):
         mode = self.modes[key]
         if mode is NormalizationMode.MEAN_STD:
             return value * holder.stat("std") + holder.stat("mean")
-        low, high = holder.stat("min"), holder.stat("max")
-        return (value + 1) / 2 * (high - low + EPS) + low
+        low, span = holder.stat("min"), self._span(holder)
+        return (value + 1) / 2 * span + low
+
+    @staticmethod
+    def _span(holder: _FeatureStats) -> Tensor:
+        """max - min, with EPS where they are equal (LeRobot's normaliser processor rule)."""
+        span = holder.stat("max") - holder.stat("min")
+        return torch.where(span == 0, torch.full_like(span, EPS), span)
 
     def normalize(self, batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """A copy of `batch` with every known feature normalised (other keys passed through)."""

@@ -143,10 +143,12 @@ def recorded_episodes(layout: DemoLayout) -> int:
 
 def trained_step(layout: DemoLayout) -> int:
     """Step of the newest complete checkpoint of the demo's training run (0 when there is none)."""
+    from lerobot_training.checkpoint import read_metadata
+
     config = layout.checkpoint / "config.json"
     if not config.is_file() or not (layout.checkpoint / "model.safetensors").is_file():
         return 0
-    return int(json.loads(config.read_text()).get("lerobot_ros", {}).get("step", 0))
+    return int(read_metadata(layout.checkpoint).get("step", 0))
 
 
 def checkpoint_id(layout: DemoLayout) -> str:

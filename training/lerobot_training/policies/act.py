@@ -91,9 +91,6 @@ class ACTConfig(PolicyConfig):
             raise FeatureMismatchError(
                 f"ACT needs at least one camera (observation.images.*) or {OBS_ENV_STATE!r} among the inputs"
             )
-        shapes = {ft.shape for ft in self.image_features.values()}
-        if len(shapes) > 1:
-            raise FeatureMismatchError(f"all ACT cameras must have one shape, got {sorted(shapes)}")
 
     @property
     def action_delta_indices(self) -> list[int]:

@@ -62,6 +62,16 @@ class Policy(nn.Module, abc.ABC):
     def predict_chunk_batch(self, batch: Batch) -> Tensor:
         """(B, chunk_length, action_dim) de-normalised actions for a batch of observations."""
 
+    @classmethod
+    def lerobot_key(cls, key: str) -> str:
+        """The name LeRobot's implementation gives the tensor `key` of this module (identity unless overridden)."""
+        return key
+
+    @classmethod
+    def own_key(cls, key: str) -> str:
+        """Inverse of `lerobot_key`: this module's name for LeRobot's tensor `key`."""
+        return key
+
     def load_pretrained_backbone(self, path: Path) -> None:
         """Initialise the image backbone from a local weights file (policies with a backbone override this)."""
         raise PolicyConfigError(f"the {self.name} policy has no image backbone to load {path} into")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +25,8 @@ from lerobot_training.policies.base import Batch, Policy
 from lerobot_training.policies.config import PolicyConfig
 from lerobot_training.policies.noise_schedulers import NoiseScheduler
 from lerobot_training.policies.resnet import ResNet18Backbone, load_backbone_weights
+
+LEROBOT_FINAL_CONV_GROUPS = 8
 
 
 @dataclass
@@ -87,6 +90,11 @@ class DiffusionConfig(PolicyConfig):
             )
         if any(d % self.n_groups for d in self.down_dims):
             raise PolicyConfigError(f"every down_dims entry must divide by n_groups={self.n_groups}: {self.down_dims}")
+        if self.down_dims[0] % LEROBOT_FINAL_CONV_GROUPS:
+            raise PolicyConfigError(
+                f"down_dims[0] must divide by {LEROBOT_FINAL_CONV_GROUPS} (the U-Net's final block uses "
+                f"{LEROBOT_FINAL_CONV_GROUPS} groups, as LeRobot's does), got {self.down_dims[0]}"
+            )
         if self.noise_scheduler_type not in ("DDPM", "DDIM"):
             raise PolicyConfigError(f"noise_scheduler_type must be DDPM or DDIM, got {self.noise_scheduler_type!r}")
         if self.prediction_type not in ("epsilon", "sample"):
@@ -274,7 +282,8 @@ class ConditionalUnet1d(nn.Module):
                 ])
             )  # fmt: skip
         self.final_conv = nn.Sequential(
-            Conv1dBlock(config.down_dims[0], config.down_dims[0], config.kernel_size, config.n_groups),
+            # 8 groups whatever config.n_groups says: LeRobot's U-Net builds its final block with the default
+            Conv1dBlock(config.down_dims[0], config.down_dims[0], config.kernel_size, LEROBOT_FINAL_CONV_GROUPS),
             nn.Conv1d(config.down_dims[0], action_dim, 1),
         )
 
@@ -382,6 +391,25 @@ class DiffusionModel(nn.Module):
         return loss.mean()
 
 
+# LeRobot's diffusion module names differ from ours in two places: its ResNet is an nn.Sequential of the
+# torchvision children (conv1, bn1, relu, maxpool, layer1..4 -> 0, 1, 2, 3, 4..7), and its Conv1dBlock wraps
+# its layers in `.block`.
+_KeyRule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
+_TO_LEROBOT_KEYS: list[_KeyRule] = [
+    (re.compile(r"\.backbone\.conv1\."), ".backbone.0."),
+    (re.compile(r"\.backbone\.bn1\."), ".backbone.1."),
+    (re.compile(r"\.backbone\.layer([1-4])\."), lambda m: f".backbone.{int(m.group(1)) + 3}."),
+    (re.compile(r"^(diffusion\.unet\..*\.conv[12])\.(\d+)\."), r"\1.block.\2."),
+    (re.compile(r"^(diffusion\.unet\.final_conv\.0)\.(\d+)\."), r"\1.block.\2."),
+]
+_FROM_LEROBOT_KEYS: list[_KeyRule] = [
+    (re.compile(r"\.backbone\.0\."), ".backbone.conv1."),
+    (re.compile(r"\.backbone\.1\."), ".backbone.bn1."),
+    (re.compile(r"\.backbone\.([4-7])\."), lambda m: f".backbone.layer{int(m.group(1)) - 3}."),
+    (re.compile(r"\.block\.(\d+)\."), r".\1."),
+]
+
+
 class DiffusionPolicy(Policy):
     """Diffusion policy with normalisation; `predict_chunk` returns the steps from the current one on."""
 
@@ -393,6 +421,18 @@ class DiffusionPolicy(Policy):
         super().__init__(config, stats)
         self.diffusion = DiffusionModel(config)
         self.generator: torch.Generator | None = None
+
+    @classmethod
+    def lerobot_key(cls, key: str) -> str:
+        for pattern, replacement in _TO_LEROBOT_KEYS:
+            key = pattern.sub(replacement, key)
+        return key
+
+    @classmethod
+    def own_key(cls, key: str) -> str:
+        for pattern, replacement in _FROM_LEROBOT_KEYS:
+            key = pattern.sub(replacement, key)
+        return key
 
     def load_pretrained_backbone(self, path: Path) -> None:
         """Initialise the ResNet-18 of the (shared) image encoder from a local torchvision weights file."""
