@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +23,21 @@ def test_print_shows_the_resolved_demo_talker(capsys: pytest.CaptureFixture[str]
     assert code == 0
     assert "demo_talker-1: node /r1/talker (lerobot_ros/demo_talker) from talker.launch.yaml:" in out
     cmd_line = next(line for line in out.splitlines() if line.startswith("  cmd: "))
-    assert cmd_line.split()[1] == str(Path(sys.executable).parent / "demo_talker")
+    assert cmd_line.split()[1] == str(Path(sys.prefix) / "lib" / "lerobot_ros" / "demo_talker")  # where ros2 run looks
     assert "--ros-args -r __node:=talker -r __ns:=/r1 --params-file" in cmd_line
-    assert "    /r1/talker:\n      ros__parameters:\n        message: hey there\n        rate_hz: 2.0\n" in out
+    # One generated params file per inline param entry, as launch_ros writes them.
+    assert "    /r1/talker:\n      ros__parameters:\n        message: hey there\n" in out
+    assert "    /r1/talker:\n      ros__parameters:\n        rate_hz: 2.0\n" in out
     assert "# namespace = 'r1'" in out
+
+
+def test_print_json_gives_the_resolution_with_typed_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "--print-json", "lerobot_ros", "talker.launch.yaml", "namespace:=r1", "rate_hz:=5")
+    assert code == 0
+    (process,) = json.loads(out)["processes"]
+    assert (process["label"], process["name"], process["namespace"]) == ("demo_talker-1", "talker", "/r1")
+    assert process["parameters"][1] == {"generated": {"/r1/talker": {"rate_hz": {"type": "float", "value": 5.0}}}}
+    assert process["cmd"][-2:] == ["--params-file", "<inline-params-1>"]
 
 
 def test_print_shows_files_remaps_env_and_flags(
@@ -46,6 +58,7 @@ def test_print_shows_files_remaps_env_and_flags(
               respawn_delay: 1.5
               on_exit: shutdown
           - executable: {cmd: sleep 5, output: screen}
+          - timer: {period: 2.0, children: [{executable: {cmd: sleep 1}}, {log: {message: late}}]}
         """
     )
     code, out, _ = _run(capsys, "--print", str(path))
@@ -56,6 +69,8 @@ def test_print_shows_files_remaps_env_and_flags(
     assert "  env: MODE=fast" in out
     assert "  output: log, respawn: after 1.5 s, unlimited times, on_exit: shutdown" in out
     assert "sleep-2: executable from test.launch.yaml:12" in out
+    assert "  output: log, starts after 2 s (timer)" in out
+    assert "log after 2 s: late" in out
 
 
 def test_show_args(capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,5 +66,6 @@ def test_prefixes_include_sys_prefix_last(tmp_path: Path) -> None:
 
 def test_the_installed_project_resolves() -> None:
     index = PackageIndex()
-    assert index.executable("lerobot_ros", "demo_talker") == Path(sys.executable).parent / "demo_talker"
+    # The setup installs every node where ros2 run / ros2 launch look: <prefix>/lib/<pkg>/<exec>.
+    assert index.executable("lerobot_ros", "demo_talker") == Path(sys.prefix) / "lib" / "lerobot_ros" / "demo_talker"
     assert (index.package_share("lerobot_ros") / "launch" / "talker.launch.yaml").is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,11 @@ def test_node_without_name_or_namespace_gets_no_ros_remaps_and_wildcard_params(w
 
 
 def test_parameter_values_are_typed_like_launch_ros(write_launch, plan) -> None:
+    """Quoted literals stay strings, only values with $(...) are read as YAML; one params file per entry.
+
+    (Before issue 16 a quoted "true" became a bool here and consecutive entries shared one file; launch_ros
+    does neither.)
+    """
     path = write_launch(
         """
         launch:
@@ -91,10 +97,11 @@ def test_parameter_values_are_typed_like_launch_ros(write_launch, plan) -> None:
                 - {name: from_arg, value: $(var rate)}
                 - {name: as_text, value: $(var rate), type: str}
                 - {name: flag, value: "true"}
+                - {name: real_flag, value: true}
                 - {name: word, value: hello}
                 - {name: count, value: 3}
                 - {name: list, value: [1, 2, 3]}
-                - {name: names, value: ["$(var rate)", b], type: "list[str]"}
+                - {name: names, value: ["$(var rate)", b], type: list_of_str}
                 - name: nested
                   param:
                     - {name: inner, value: 1}
@@ -102,17 +109,39 @@ def test_parameter_values_are_typed_like_launch_ros(write_launch, plan) -> None:
                       param: [{name: leaf, value: x}]
         """
     )
-    (block,) = _only(plan(path)).node.parameters
-    assert block.values == {
-        "from_arg": 7.5,
-        "as_text": "7.5",
-        "flag": True,
-        "word": "hello",
-        "count": 3,
-        "list": [1, 2, 3],
-        "names": ["7.5", "b"],
-        "nested": {"inner": 1, "deeper": {"leaf": "x"}},
-    }
+    blocks = _only(plan(path)).node.parameters
+    assert [block.values for block in blocks] == [
+        {"from_arg": 7.5},
+        {"as_text": "7.5"},
+        {"flag": "true"},
+        {"real_flag": True},
+        {"word": "hello"},
+        {"count": 3},
+        {"list": [1, 2, 3]},
+        {"names": ["7.5", "b"]},
+        {"nested.inner": 1, "nested.deeper.leaf": "x"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("param", "expected"),
+    [
+        ('{name: flag, value: "true", type: bool}', "a quoted literal stays a string in launch_ros"),
+        ('{name: rate, value: "60.0", type: float}', "write it unquoted (60.0)"),
+        ("{name: rate, value: 5, type: float}", "write 5.0, not 5"),
+        ('{name: names, value: [a, b], type: "list[str]"}', "launch_ros spells it list_of_str"),
+        ("{name: mixed, value: [1, a]}", "mixed types"),
+        ("{name: rate, value: $(var word), type: float}", "'hello' is not a float"),
+    ],
+)
+def test_parameter_values_launch_ros_refuses_are_refused(write_launch, plan, param: str, expected: str) -> None:
+    path = write_launch(
+        f"launch:\n  - let: {{name: word, value: hello}}\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n"
+        f"      param:\n        - {param}\n"
+    )
+    with pytest.raises(LaunchFileError, match=re.escape(expected)) as excinfo:
+        plan(path)
+    assert str(excinfo.value).startswith(f"{path}:7: node param: ")
 
 
 def test_arguments_defaults_command_line_and_let(write_launch, plan) -> None:
@@ -213,8 +242,7 @@ def test_executable_and_process_options(write_launch, plan) -> None:
         """
         launch:
           - executable:
-              cmd: sh -c 'echo $0'
-              args: hello
+              cmd: sh -c 'echo $0' hello
               name: shout
               output: both
               env: [{name: FOO, value: bar}]
@@ -222,12 +250,12 @@ def test_executable_and_process_options(write_launch, plan) -> None:
               respawn_delay: 0.5
               respawn_max_retries: 2
               on_exit: shutdown
-              sigterm_timeout: 1
+              sigterm_timeout: 1.0
         """
     )
     process = _only(plan(path))
     assert process.label == "shout-1"
-    assert Path(process.command[0]).name == "sh"
+    assert process.command[0] == "sh"  # as launch passes it: looked up on PATH when it starts
     assert process.command[1:] == ("-c", "echo $0", "hello")
     assert process.node is None
     assert dict(process.additional_env) == {"FOO": "bar"}
@@ -268,7 +296,22 @@ def _error(excinfo: pytest.ExceptionInfo[LaunchFileError]) -> str:
 @pytest.mark.parametrize(
     ("text", "line", "expected"),
     [
-        ("launch:\n  - nod: {pkg: a}\n", 2, "nod: unknown tag 'nod'; lerobot-ros launch supports arg,"),
+        ("launch:\n  - nod: {pkg: a}\n", 2, "nod: unknown tag 'nod'; lerobot-ros launch supports append_env, arg,"),
+        ("launch:\n  - node_container: {pkg: a}\n", 2, "composable nodes are not supported"),
+        (
+            "launch:\n  - executable: {cmd: ls, args: -l}\n",
+            2,
+            "launch's executable has no 'args'; put the arguments in 'cmd'",
+        ),
+        ("launch:\n  - executable: {cmd: ls, respawn_delay: 2}\n", 2, "must be an unquoted float"),
+        ("launch:\n  - arg: {name: n, default: 5}\n", 2, "attribute 'default' must be a string"),
+        (
+            "launch:\n  - group: {scoped: 'false', children: [{let: {name: a, value: b}}]}\n",
+            2,
+            "unquoted true or false",
+        ),
+        ("launch:\n  - include: {file: other.launch.py}\n", 2, "Python launch files are not supported"),
+        ("launch:\n  - include: {file: other.launch.xml}\n", 2, "XML launch files are not supported"),
         (
             "launch:\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n      colour: red\n",
             5,
@@ -283,7 +326,8 @@ def _error(excinfo: pytest.ExceptionInfo[LaunchFileError]) -> str:
             2,
             "argument 'needed' is required (it has no default); pass needed:=VALUE",
         ),
-        ("launch:\n\n  - let: {name: x, value: $(eval 1)}\n", 3, "let: unsupported substitution $(eval"),
+        ("launch:\n\n  - let: {name: x, value: $(optenv X)}\n", 3, "let: unknown substitution $(optenv ...)"),
+        ("launch:\n  - let: {name: x, value: $(var  y)}\n", 2, "let: cannot parse '$(var  y)'"),
         ("launch:\n  - node: {exec: fake_node, pkg: fakepkg, output: loud}\n", 2, "output must be one of"),
         (
             "launch:\n  - node:\n      pkg: fakepkg\n      exec: fake_node\n      param:\n        - {name: a}\n",
@@ -315,14 +359,21 @@ def test_errors_name_file_line_and_tag(write_launch, plan, text: str, line: int,
     assert expected in message
 
 
-def test_error_in_an_included_file_names_that_file(write_launch, plan, tmp_path: Path) -> None:
+def test_required_argument_of_an_included_file_must_be_in_the_include_arg_list(
+    write_launch, plan, tmp_path: Path
+) -> None:
+    """As ros2 launch: a required argument given on the command line does not satisfy an include (issue 16)."""
     write_launch("launch:\n  - arg: {name: robot}\n", "child.launch.yaml")
-    path = write_launch("launch:\n  - include: {file: $(dirname)/child.launch.yaml}\n")
+    path = write_launch("launch:\n  - arg: {name: robot}\n  - include: {file: $(dirname)/child.launch.yaml}\n")
     with pytest.raises(LaunchFileError) as excinfo:
-        plan(path)
+        plan(path, {"robot": "given"})
     message = _error(excinfo)
-    assert message.startswith(f"{tmp_path / 'child.launch.yaml'}:2: arg: argument 'robot' is required")
-    assert f"'arg' list of the include at {path}:2" in message
+    assert message.startswith(f"{path}:3: include: the included file child.launch.yaml requires argument 'robot'")
+    assert "add {name: robot, value: ...} to this include's 'arg' list" in message
+    passing = write_launch(
+        "launch:\n  - include: {file: $(dirname)/child.launch.yaml, arg: [{name: robot, value: x}]}\n", "ok.launch.yaml"
+    )
+    assert plan(passing).configurations["robot"] == "x"
 
 
 def test_include_cycle_is_an_error(write_launch, plan) -> None:

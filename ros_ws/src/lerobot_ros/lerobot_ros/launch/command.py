@@ -3,10 +3,14 @@
     lerobot-ros launch FILE.launch.yaml [name:=value ...]
     lerobot-ros launch PACKAGE FILE.launch.yaml [name:=value ...]   (FILE found under share/PACKAGE)
     lerobot-ros launch --print FILE [name:=value ...]                 (resolved processes, starts nothing)
+    lerobot-ros launch --print-json FILE [name:=value ...]            (the same as JSON)
     lerobot-ros launch --show-args FILE                               (declared arguments)
 
-Supported tags: arg, let, node, executable, include, group, push-ros-namespace, set_env, unset_env;
-substitutions $(var), $(env), $(optenv), $(find-pkg-share), $(find-pkg-prefix), $(dirname), $(filename).
+The YAML frontend of launch/launch_ros: tags arg, let, node, executable, include, group,
+push-ros-namespace, set_env, append_env, unset_env, set_parameter, set_remap, log, shutdown, timer,
+for, for_each; substitutions $(var), $(env), $(find-pkg-share), $(find-pkg-prefix), $(exec-in-pkg),
+$(find-exec), $(dirname), $(filename), $(anon), $(eval), $(command), $(file-content), $(not),
+$(and), $(or), $(any), $(all), $(equals), $(not-equals), $(if), $(index), $(for-var).
 Ctrl-C stops every process (SIGINT, then SIGTERM, then SIGKILL); the exit status is 1 when a
 required process (on_exit: shutdown) failed, 2 for an error in the launch file or arguments.
 """
@@ -42,6 +46,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "-p", "--print", dest="print_plan", action="store_true", help="print the resolved processes and exit"
+    )
+    mode.add_argument(
+        "--print-json",
+        action="store_true",
+        help="print the resolved processes as JSON (the format of lerobot_ros.launch.resolved) and exit",
     )
     mode.add_argument("-s", "--show-args", action="store_true", help="list the file's arguments and exit")
     parser.add_argument(
@@ -136,11 +145,15 @@ def _describe(process: ProcessDescription) -> list[str]:
     if process.node is not None:
         inline = dict(process.inline_params_files(PRINT_PARAMS_DIR))
         for path, block in inline.items():
-            content = yaml.safe_dump(block.params_file_content(process.node.params_key), sort_keys=False).rstrip()
-            lines.append(f"  params ({path.name}):")
-            lines += [f"    {line}" for line in content.splitlines()]
+            if isinstance(block, InlineParameters):
+                content = yaml.safe_dump(block.params_file_content(process.node.params_key), sort_keys=False)
+                lines.append(f"  params ({path.name}):")
+            else:
+                content = block.substituted or ""
+                lines.append(f"  params ({path.name}, {block.path} with substitutions):")
+            lines += [f"    {line}" for line in content.rstrip().splitlines()]
         for params in process.node.parameters:
-            if not isinstance(params, InlineParameters):
+            if not isinstance(params, InlineParameters) and params.substituted is None:
                 lines.append(f"  params file: {params.path}")
         for source_name, target in process.node.remappings:
             lines.append(f"  remap: {source_name} -> {target}")
@@ -151,6 +164,10 @@ def _describe(process: ProcessDescription) -> list[str]:
     if process.cwd is not None:
         lines.append(f"  cwd: {process.cwd}")
     flags = [f"output: {process.output}"]
+    if process.start_delay:
+        flags.append(f"starts after {process.start_delay:g} s (timer)")
+    if process.emulate_tty:
+        flags.append("emulate_tty")
     if process.respawn:
         retries = "unlimited" if process.respawn_max_retries < 0 else str(process.respawn_max_retries)
         flags.append(f"respawn: after {process.respawn_delay:g} s, {retries} times")
@@ -167,6 +184,10 @@ def format_plan(plan: LaunchPlan, out: TextIO) -> None:
         out.write(f"# {key} = {plan.configurations[key]!r}\n")
     for process in plan.processes:
         out.write("\n" + "\n".join(_describe(process)) + "\n")
+    for message in plan.messages:
+        out.write(f"\nlog after {message.delay:g} s: {message.text}\n")
+    if plan.shutdown is not None:
+        out.write(f"\nshutdown after {plan.shutdown.delay:g} s: {plan.shutdown.reason}\n")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -197,6 +218,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.print_plan:
         format_plan(plan, sys.stdout)
         return 0
+    if args.print_json:
+        import json
+
+        from lerobot_ros.launch.resolved import resolve_to_json
+
+        json.dump(resolve_to_json(plan, os.environ), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     try:
         env = dds.ros_environment(os.environ)
     except dds.DdsProfileError as err:
@@ -209,13 +238,15 @@ def _run(args: argparse.Namespace) -> int:
         out=sys.stdout,
         sigterm_timeout=args.sigterm_timeout,
         sigkill_timeout=args.sigkill_timeout,
+        messages=plan.messages,
+        shutdown_request=plan.shutdown,
     )
     return supervisor.run()
 
 
 COMMAND = Command(
     name="launch",
-    help="run a ROS 2 YAML launch file (nodes, args, includes, groups)",
+    help="run a ROS 2 YAML launch file (the launch_ros YAML frontend, without ros2 launch)",
     description=__doc__ or "",
     add_arguments=_add_arguments,
     run=_run,

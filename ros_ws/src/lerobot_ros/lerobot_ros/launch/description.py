@@ -42,9 +42,14 @@ class InlineParameters:
 
 @dataclass(frozen=True)
 class ParameterFile:
-    """A user-provided params file (`param: [{from: FILE}]`), passed as given."""
+    """A user-provided params file (`param: [{from: FILE}]`), passed as given.
+
+    With `allow_substs: true` the file's text is substituted first (`substituted` holds the result),
+    and that text is what the node gets, from a file written next to the generated ones.
+    """
 
     path: Path
+    substituted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class NodeDetails:
     namespace: str | None
     parameters: tuple[InlineParameters | ParameterFile, ...] = ()
     remappings: tuple[tuple[str, str], ...] = ()
+    global_parameters: tuple[str, ...] = ()  # `-p NAME:=VALUE` rules from set_parameter, before the params files
 
     @property
     def params_key(self) -> str:
@@ -90,12 +96,14 @@ class ProcessDescription:
     required: bool = False
     sigterm_timeout: float | None = None
     sigkill_timeout: float | None = None
+    emulate_tty: bool = False
+    start_delay: float = 0.0  # seconds after the launch starts (inside a `timer`)
 
-    def inline_params_files(self, params_dir: Path) -> list[tuple[Path, InlineParameters]]:
-        """Where each block of inline parameters is written before the process starts."""
+    def inline_params_files(self, params_dir: Path) -> list[tuple[Path, InlineParameters | ParameterFile]]:
+        """Where each generated params file (inline values, substituted `from` files) is written before the start."""
         if self.node is None:
             return []
-        blocks = [p for p in self.node.parameters if isinstance(p, InlineParameters)]
+        blocks = [p for p in self.node.parameters if isinstance(p, InlineParameters) or p.substituted is not None]
         return [(params_dir / f"{self.label}.params-{i}.yaml", block) for i, block in enumerate(blocks)]
 
     def argv(self, params_dir: Path) -> list[str]:
@@ -109,9 +117,12 @@ class ProcessDescription:
             argv += ["-r", f"__node:={node.name}"]
         if node.namespace is not None:
             argv += ["-r", f"__ns:={node.namespace}"]
-        inline_paths = iter(path for path, _ in self.inline_params_files(params_dir))
+        for rule in node.global_parameters:
+            argv += ["-p", rule]
+        generated = iter(path for path, _ in self.inline_params_files(params_dir))
         for source in node.parameters:
-            path = next(inline_paths) if isinstance(source, InlineParameters) else source.path
+            given = isinstance(source, ParameterFile) and source.substituted is None
+            path = source.path if isinstance(source, ParameterFile) and given else next(generated)
             argv += ["--params-file", str(path)]
         for source_name, target in node.remappings:
             argv += ["-r", f"{source_name}:={target}"]
@@ -126,3 +137,23 @@ class LaunchPlan:
     processes: tuple[ProcessDescription, ...]
     arguments: tuple[DeclaredArgument, ...]
     configurations: Mapping[str, str]
+    messages: tuple[LogMessage, ...] = ()
+    shutdown: ShutdownRequest | None = None
+
+
+@dataclass(frozen=True)
+class LogMessage:
+    """A `log` action: printed by the launcher `delay` seconds after the start."""
+
+    text: str
+    location: Location
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class ShutdownRequest:
+    """A `shutdown` action: everything stops `delay` seconds after the start (the earliest one counts)."""
+
+    reason: str
+    location: Location
+    delay: float = 0.0

@@ -1,21 +1,73 @@
-"""The `$(...)` substitutions of ROS 2 frontend launch files.
+"""The `$(...)` substitutions of ROS 2 frontend launch files, with launch's grammar and escapes.
 
-A template is literal text with embedded substitutions, `$(NAME ARG ...)`. Arguments are separated
-by spaces and may be quoted with '...' or "..."; substitutions nest (`$(var $(env ROBOT))`).
-Supported: `var`, `env` (with an optional default), `optenv`, `find-pkg-share`, `find-pkg-prefix`,
-`dirname`, `filename`. Any other name (`eval`, `command`, `anon`, ...) is rejected.
+A template is literal text with embedded substitutions, `$(NAME ARG ...)`, read exactly as
+`launch.frontend.grammar.lark` reads it:
+
+- arguments are separated by exactly one space; an argument is unquoted text (no space, quote or
+  parenthesis unless escaped with a backslash), nested substitutions, or one '...' / "..." string;
+- a backslash escapes the next character everywhere (`\\$(` is a literal `$(`, `\\x` is `x`);
+- a `$` not followed by `(` is literal.
+
+Every substitution launch/launch_ros expose for the frontend and that has a meaning without a
+running ROS graph is here: `var`, `env`, `find-pkg-share`, `find-pkg-prefix`, `exec-in-pkg`,
+`find-exec`, `dirname`, `filename`, `anon`, `eval`, `command`, `file-content`, `not`, `and`, `or`,
+`any`, `all`, `equals`, `not-equals`, `if`, and launch 3.8's `index` (of a `for` loop) and
+`for-var` (of a `for_each` loop).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import random
+import re
 import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from lerobot_ros.launch.errors import SubstitutionError
 
-SUPPORTED = ("var", "env", "optenv", "find-pkg-share", "find-pkg-prefix", "dirname", "filename")
+# name -> (min args, max args or None for any number)
+ARITY: dict[str, tuple[int, int | None]] = {
+    "var": (1, 2),
+    "env": (1, 2),
+    "find-pkg-share": (1, 1),
+    "find-pkg-prefix": (1, 1),
+    "exec-in-pkg": (2, 2),
+    "find-exec": (1, 1),
+    "dirname": (0, 0),
+    "filename": (0, 0),
+    "anon": (1, 1),
+    "eval": (1, 2),
+    "command": (1, 2),
+    "file-content": (1, 1),
+    "not": (1, 1),
+    "and": (2, 2),
+    "or": (2, 2),
+    "any": (0, None),
+    "all": (0, None),
+    "equals": (2, 2),
+    "not-equals": (2, 2),
+    "if": (2, 3),
+    "index": (1, 1),
+    "for-var": (1, 2),
+}
+SUPPORTED = tuple(ARITY)
+_HINTS = {
+    "optenv": "launch_ros has no $(optenv); write $(env NAME '') for an optional variable",
+    "param": "$(param) needs a running node; not supported by lerobot-ros launch",
+    "log_dir": "not supported by lerobot-ros launch",
+    "launch_log_dir": "not supported by lerobot-ros launch",
+}
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_ESCAPE = re.compile(r"\\(.)")
 
 
 @dataclass(frozen=True)
@@ -32,13 +84,27 @@ Template = tuple[Fragment, ...]
 
 @dataclass(frozen=True)
 class SubstitutionContext:
-    """What substitutions read: launch configurations, the environment, the package index, the file."""
+    """What substitutions read: launch configurations, the environment, the package index, the file.
+
+    `configurations` is written to by `$(anon)` (as launch does: one name per id and launch).
+    `executable_in_package` resolves `$(exec-in-pkg EXEC PKG)`; `loop_indices` and `loop_values` hold the
+    `for` / `for_each` iterations around the entity.
+    """
 
     configurations: Mapping[str, str]
     environ: Mapping[str, str]
     launch_file: Path
     package_share: Callable[[str], Path]
     package_prefix: Callable[[str], Path]
+    executable_in_package: Callable[[str, str], Path] | None = None
+    cwd: Path | None = None
+    loop_indices: Mapping[str, int] = field(default_factory=dict)
+    loop_values: Mapping[str, str] = field(default_factory=dict)
+
+
+def unescape(text: str) -> str:
+    """launch's `replace_escaped_characters`: a backslash keeps the character after it."""
+    return _ESCAPE.sub(r"\1", text)
 
 
 class _Reader:
@@ -46,113 +112,127 @@ class _Reader:
         self.text = text
         self.pos = 0
 
-    def peek(self, n: int = 1) -> str:
-        return self.text[self.pos : self.pos + n]
+    def char(self, offset: int = 0) -> str:
+        index = self.pos + offset
+        return self.text[index] if 0 <= index < len(self.text) else ""
 
     def error(self, problem: str) -> SubstitutionError:
         return SubstitutionError(f"cannot parse {self.text!r} at character {self.pos + 1}: {problem}")
 
-    def substitution(self) -> Substitution:
-        self.pos += 2  # "$("
-        start = self.pos
-        while self.pos < len(self.text) and (self.text[self.pos].isalnum() or self.text[self.pos] in "_-"):
-            self.pos += 1
-        name = self.text[start : self.pos]
-        if not name:
-            raise self.error("expected a substitution name after '$('")
-        args: list[Template] = []
-        while True:
-            if self.pos >= len(self.text):
-                raise self.error(f"'$({name}' is not closed with ')'")
-            char = self.text[self.pos]
-            if char == ")":
-                self.pos += 1
-                return Substitution(name, tuple(args))
-            if char.isspace():
-                self.pos += 1
-                continue
-            args.append(self.argument())
+    def at_substitution(self) -> bool:
+        return self.char() == "$" and self.char(1) == "(" and self.char(-1) != "\\"
 
-    def argument(self) -> Template:
+    def template(self) -> Template:
         fragments: list[Fragment] = []
-        text: list[str] = []
+        literal: list[str] = []
         while self.pos < len(self.text):
-            char = self.text[self.pos]
-            if char.isspace() or char == ")":
-                break
-            if self.peek(2) == "$(":
-                if text:
-                    fragments.append("".join(text))
-                    text = []
-                fragments.append(self.substitution())
-            elif char in "'\"":
-                if text:
-                    fragments.append("".join(text))
-                    text = []
-                fragments.extend(self.quoted(char))
-            elif char == "\\" and self.pos + 1 < len(self.text):
-                text.append(self.text[self.pos + 1])
-                self.pos += 2
+            if self.at_substitution():
+                if literal:
+                    fragments.append(unescape("".join(literal)))
+                    literal = []
+                fragments.append(self.substitution(None))
             else:
-                text.append(char)
+                literal.append(self.char())
                 self.pos += 1
-        if text:
-            fragments.append("".join(text))
+        if literal:
+            fragments.append(unescape("".join(literal)))
         return tuple(fragments)
 
-    def quoted(self, quote: str) -> list[Fragment]:
+    def substitution(self, quote: str | None) -> Substitution:
+        self.pos += 2  # "$("
+        match = _IDENTIFIER.match(self.text, self.pos)
+        if match is None:
+            raise self.error("expected a substitution name after '$('")
+        name = match.group(0)
+        self.pos = match.end()
+        args: list[Template] = []
+        if self.char() == " ":
+            self.pos += 1
+            args.append(self.value(quote))
+            while self.char() == " ":
+                self.pos += 1
+                args.append(self.value(quote))
+        if self.pos >= len(self.text):
+            raise self.error(f"'$({name}' is not closed with ')'")
+        if self.char() != ")":
+            raise self.error(f"unexpected {self.char()!r} in $({name} ...) (arguments are separated by one space)")
+        self.pos += 1
+        low, high = ARITY.get(name, (0, None))
+        if name not in ARITY:
+            hint = _HINTS.get(name, f"lerobot-ros launch supports {', '.join(SUPPORTED)}")
+            raise SubstitutionError(f"unknown substitution $({name} ...); {hint}")
+        if len(args) < low or (high is not None and len(args) > high):
+            expected = str(low) if low == high else f"{low} to {high}" if high is not None else f"at least {low}"
+            raise SubstitutionError(f"$({name}) takes {expected} argument(s), got {len(args)}")
+        return Substitution(name, tuple(args))
+
+    def _in_word(self, quote: str | None) -> bool:
+        """Whether the current character belongs to an unquoted argument (launch's *_RSTRING tokens)."""
+        char, escaped = self.char(), self.char(-1) == "\\"
+        if char in ("", " "):
+            return False
+        if char in "()":
+            return escaped
+        if char in "'\"":
+            return escaped or (quote is not None and char != quote)
+        return True
+
+    def value(self, quote: str | None) -> Template:
+        if quote is None and self.char() in ("'", '"'):
+            template = self.quoted(self.char())
+            if self.char() not in (" ", ")", ""):
+                raise self.error("a quoted argument must be followed by a space or ')'")
+            return template
+        fragments: list[Fragment] = []
+        word: list[str] = []
+        while True:
+            if self.at_substitution():
+                if word:
+                    fragments.append(unescape("".join(word)))
+                    word = []
+                fragments.append(self.substitution(quote))
+            elif self._in_word(quote):
+                word.append(self.char())
+                self.pos += 1
+            else:
+                break
+        if word:
+            fragments.append(unescape("".join(word)))
+        if not fragments:
+            raise self.error("expected an argument")
+        return tuple(fragments)
+
+    def quoted(self, quote: str) -> Template:
         self.pos += 1
         fragments: list[Fragment] = []
         text: list[str] = []
         while True:
             if self.pos >= len(self.text):
                 raise self.error(f"quote {quote} is not closed")
-            char = self.text[self.pos]
-            if char == quote:
+            if self.at_substitution():
+                if text:
+                    fragments.append(unescape("".join(text)))
+                    text = []
+                fragments.append(self.substitution(quote))
+                continue
+            if self.char() == quote and self.char(-1) != "\\":
                 self.pos += 1
                 break
-            if self.peek(2) == "$(":
-                if text:
-                    fragments.append("".join(text))
-                    text = []
-                fragments.append(self.substitution())
-            elif char == "\\" and self.pos + 1 < len(self.text):
-                text.append(self.text[self.pos + 1])
-                self.pos += 2
-            else:
-                text.append(char)
-                self.pos += 1
-        if text or not fragments:
-            fragments.append("".join(text))
-        return fragments
+            text.append(self.char())
+            self.pos += 1
+        if text:
+            fragments.append(unescape("".join(text)))
+        return tuple(fragments)
 
 
 def parse_template(text: str) -> Template:
     """Split `text` into literal text and substitutions; raises `SubstitutionError` when malformed."""
-    reader = _Reader(text)
-    fragments: list[Fragment] = []
-    literal: list[str] = []
-    while reader.pos < len(text):
-        if reader.peek(2) == "$(":
-            if literal:
-                fragments.append("".join(literal))
-                literal = []
-            fragments.append(reader.substitution())
-        else:
-            literal.append(text[reader.pos])
-            reader.pos += 1
-    if literal:
-        fragments.append("".join(literal))
-    return tuple(fragments)
+    return _Reader(text).template()
 
 
-def has_substitutions(text: str) -> bool:
-    return "$(" in text
-
-
-def _expect_args(sub: Substitution, low: int, high: int, usage: str) -> None:
-    if not low <= len(sub.args) <= high:
-        raise SubstitutionError(f"$({sub.name}) takes {usage}, got {len(sub.args)} argument(s)")
+def has_substitutions(template: Template) -> bool:
+    """Whether a parsed template holds a substitution (launch_ros YAML-parses only those values)."""
+    return any(isinstance(part, Substitution) for part in template)
 
 
 def evaluate(template: Template, context: SubstitutionContext) -> str:
@@ -160,44 +240,188 @@ def evaluate(template: Template, context: SubstitutionContext) -> str:
     return "".join(part if isinstance(part, str) else _perform(part, context) for part in template)
 
 
-def _perform(sub: Substitution, context: SubstitutionContext) -> str:
-    args = [evaluate(arg, context) for arg in sub.args]
-    if sub.name == "var":
-        _expect_args(sub, 1, 1, "one argument, the launch argument name")
-        if args[0] not in context.configurations:
-            raise SubstitutionError(
-                f"$(var {args[0]}): no launch argument or let named {args[0]!r} is set here; "
-                f"declare it with an 'arg' or 'let' before this line, or pass {args[0]}:=VALUE"
-            )
-        return context.configurations[args[0]]
-    if sub.name == "env":
-        _expect_args(sub, 1, 2, "a variable name and an optional default")
-        if args[0] in context.environ:
-            return context.environ[args[0]]
-        if len(args) == 2:
-            return args[1]
-        raise SubstitutionError(
-            f"$(env {args[0]}): environment variable {args[0]} is not set; set it, "
-            f"or give a default: $(env {args[0]} DEFAULT)"
+def typed_bool(text: str) -> bool:
+    """launch's `perform_typed_substitution(..., bool)`: '1'/'0', then a YAML bool (true, False, yes, off...)."""
+    text = {"1": "true", "0": "false"}.get(text, text)
+    try:
+        value = yaml.safe_load(text) if text else text
+    except yaml.YAMLError:
+        value = text
+    if not isinstance(value, bool):
+        raise SubstitutionError(f"{text!r} is not a boolean (true/false/1/0)")
+    return value
+
+
+def _is_bool_text(text: str) -> bool:
+    return text.lower() in ("true", "false", "1", "0")
+
+
+def _is_float_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _equals(left: str, right: str) -> bool:
+    if _is_bool_text(left) and _is_bool_text(right):
+        return (left.lower() in ("true", "1")) == (right.lower() in ("true", "1"))
+    if _is_float_text(left) and _is_float_text(right):
+        return math.isclose(float(left), float(right))
+    return left == right
+
+
+def _anon(name: str, context: SubstitutionContext) -> str:
+    key = "anon" + name
+    configurations = context.configurations
+    if key not in configurations:
+        if not isinstance(configurations, MutableMapping):
+            raise SubstitutionError(f"$(anon {name}) cannot be evaluated here")
+        generated = f"{name}_{socket.gethostname()}_{os.getpid()}_{random.randint(0, sys.maxsize)}"
+        configurations[key] = generated.replace(".", "_").replace("-", "_").replace(":", "_")
+    return configurations[key]
+
+
+def _eval(expression: str, modules_text: str | None) -> str:
+    import importlib
+
+    names = [m.strip() for m in modules_text.split(",")] if modules_text else []
+    scope: dict[str, object] = {}
+    for name in names:
+        module = importlib.import_module(name)
+        if module.__name__ == "math":
+            scope.update(vars(module))
+        scope[module.__name__] = module
+    try:
+        return str(eval(expression, {}, scope))
+    except Exception as err:
+        raise SubstitutionError(f"$(eval {expression!r}) failed: {type(err).__name__}: {err}") from None
+
+
+def _command(command_text: str, on_stderr: str, context: SubstitutionContext) -> str:
+    if on_stderr not in ("fail", "ignore", "warn", "capture"):
+        raise SubstitutionError("$(command): on_stderr must be one of fail, ignore, warn, capture")
+    try:
+        result = subprocess.run(
+            shlex.split(command_text),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if on_stderr == "capture" else subprocess.PIPE,
+            text=True,
+            env=dict(context.environ),
+            check=False,
         )
-    if sub.name == "optenv":
-        _expect_args(sub, 1, 2, "a variable name and an optional default")
-        return context.environ.get(args[0], args[1] if len(args) == 2 else "")
-    if sub.name == "find-pkg-share":
-        _expect_args(sub, 1, 1, "one argument, the package name")
-        return str(context.package_share(args[0]))
-    if sub.name == "find-pkg-prefix":
-        _expect_args(sub, 1, 1, "one argument, the package name")
-        return str(context.package_prefix(args[0]))
-    if sub.name == "dirname":
-        _expect_args(sub, 0, 0, "no arguments")
+    except (FileNotFoundError, PermissionError) as err:
+        raise SubstitutionError(f"$(command {command_text}): {err}") from None
+    stderr = (result.stderr or "").strip()
+    if result.returncode != 0:
+        raise SubstitutionError(
+            f"$(command {command_text}) exited with {result.returncode}" + (f": {stderr}" if stderr else "")
+        )
+    if stderr and on_stderr == "fail":
+        raise SubstitutionError(
+            f"$(command {command_text}) wrote to stderr: {stderr}; pass 'ignore' or 'warn' as second argument"
+        )
+    return result.stdout
+
+
+def _perform(sub: Substitution, context: SubstitutionContext) -> str:
+    name = sub.name
+
+    def arg(index: int) -> str:
+        return evaluate(sub.args[index], context)
+
+    def boolean(index: int) -> bool:
+        try:
+            return typed_bool(arg(index))
+        except SubstitutionError as err:
+            raise SubstitutionError(f"$({name}): {err}") from None
+
+    if name == "var":
+        variable = arg(0)
+        if variable in context.configurations:
+            return context.configurations[variable]
+        if len(sub.args) == 2:
+            return arg(1)
+        raise SubstitutionError(
+            f"$(var {variable}): no launch argument or let named {variable!r} is set here; "
+            f"declare it with an 'arg' or 'let' before this line, or pass {variable}:=VALUE"
+        )
+    if name == "env":
+        variable = arg(0)
+        if variable in context.environ:
+            return context.environ[variable]
+        if len(sub.args) == 2:
+            return arg(1)
+        raise SubstitutionError(
+            f"$(env {variable}): environment variable {variable} is not set; set it, "
+            f"or give a default: $(env {variable} DEFAULT)"
+        )
+    if name == "find-pkg-share":
+        return str(context.package_share(arg(0)))
+    if name == "find-pkg-prefix":
+        return str(context.package_prefix(arg(0)))
+    if name == "exec-in-pkg":
+        executable, package = arg(0), arg(1)
+        libexec = context.package_prefix(package) / "lib" / package
+        found = shutil.which(executable, path=str(libexec)) if libexec.is_dir() else None
+        if found is None:
+            raise SubstitutionError(f"$(exec-in-pkg {executable} {package}): no executable {executable!r} in {libexec}")
+        return found
+    if name == "find-exec":
+        found = shutil.which(arg(0), path=context.environ.get("PATH", os.defpath))
+        if found is None:
+            raise SubstitutionError(f"$(find-exec {arg(0)}): executable {arg(0)!r} not found on the PATH")
+        return found
+    if name == "dirname":
         return str(context.launch_file.parent)
-    if sub.name == "filename":
-        _expect_args(sub, 0, 0, "no arguments")
+    if name == "filename":
         return str(context.launch_file)
-    raise SubstitutionError(
-        f"unsupported substitution $({sub.name} ...); lerobot-ros launch supports {', '.join(SUPPORTED)}"
-    )
+    if name == "anon":
+        return _anon(arg(0), context)
+    if name == "eval":
+        return _eval(arg(0), arg(1) if len(sub.args) == 2 else None)
+    if name == "command":
+        return _command(arg(0), arg(1) if len(sub.args) == 2 else "fail", context)
+    if name == "file-content":
+        path = Path(arg(0))
+        if not path.is_absolute() and context.cwd is not None:
+            path = context.cwd / path
+        try:
+            return path.read_text()
+        except FileNotFoundError:
+            raise SubstitutionError(f"$(file-content): file not found: {path}") from None
+    if name == "not":
+        return str(not boolean(0)).lower()
+    if name == "and":
+        return str(boolean(0) and boolean(1)).lower()
+    if name == "or":
+        return str(boolean(0) or boolean(1)).lower()
+    if name == "any":
+        return str(any([boolean(i) for i in range(len(sub.args))])).lower()
+    if name == "all":
+        return str(all([boolean(i) for i in range(len(sub.args))])).lower()
+    if name == "equals":
+        return str(_equals(arg(0), arg(1))).lower()
+    if name == "not-equals":
+        return str(not _equals(arg(0), arg(1))).lower()
+    if name == "if":
+        if boolean(0):
+            return arg(1)
+        return arg(2) if len(sub.args) == 3 else ""
+    if name == "index":
+        loop = arg(0)
+        if loop not in context.loop_indices:
+            raise SubstitutionError(f"$(index {loop}): not inside a 'for' loop named {loop!r}")
+        return str(context.loop_indices[loop])
+    if name == "for-var":
+        variable = arg(0)
+        if variable in context.loop_values:
+            return context.loop_values[variable]
+        if len(sub.args) == 2:
+            return arg(1)
+        raise SubstitutionError(f"$(for-var {variable}): the for_each values here have no {variable!r}")
+    raise SubstitutionError(f"unsupported substitution $({name} ...)")  # pragma: no cover - ARITY lists them
 
 
 def substitute(text: str, context: SubstitutionContext) -> str:
@@ -206,8 +430,9 @@ def substitute(text: str, context: SubstitutionContext) -> str:
 
 
 def split_command_line(text: str, context: SubstitutionContext) -> list[str]:
-    """Split a command line the way launch does: shell-split the literal text, keep each substitution's value whole.
+    """Split a command line the way launch does (`ExecuteProcess._parse_cmdline`).
 
+    The literal text is shell-split; a substitution's value stays whole and joins the text it touches:
     `$(find-pkg-share x)/cfg.yaml --flag $(var v)` gives three arguments even if `v` contains spaces.
     """
     result: list[str] = []
@@ -221,9 +446,8 @@ def split_command_line(text: str, context: SubstitutionContext) -> list[str]:
         except ValueError as err:
             raise SubstitutionError(f"cannot split {fragment!r} into arguments: {err}; check its quotes") from None
         if not tokens:
-            if current is not None:
-                result.append(current)
-                current = None
+            result.append(current or "")
+            current = None
             continue
         if fragment[0].isspace() and current is not None:
             result.append(current)

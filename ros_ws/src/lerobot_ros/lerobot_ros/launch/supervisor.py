@@ -13,6 +13,7 @@ required process (`on_exit: shutdown`) exited with a non-zero status.
 from __future__ import annotations
 
 import os
+import pty
 import queue
 import shlex
 import signal
@@ -27,7 +28,7 @@ from typing import IO, Any, TextIO
 
 import yaml
 
-from lerobot_ros.launch.description import ProcessDescription
+from lerobot_ros.launch.description import InlineParameters, LogMessage, ProcessDescription, ShutdownRequest
 
 DEFAULT_SIGTERM_TIMEOUT = 5.0
 DEFAULT_SIGKILL_TIMEOUT = 5.0
@@ -73,8 +74,13 @@ class ProcessSupervisor:
         sigterm_timeout: float = DEFAULT_SIGTERM_TIMEOUT,
         sigkill_timeout: float = DEFAULT_SIGKILL_TIMEOUT,
         poll_interval: float = 0.05,
+        messages: Sequence[LogMessage] = (),
+        shutdown_request: ShutdownRequest | None = None,
     ) -> None:
         self.processes = list(processes)
+        self.messages = list(messages)
+        self.shutdown_request = shutdown_request
+        self._scheduled: list[tuple[float, int, ProcessDescription | LogMessage | ShutdownRequest]] = []
         self.base_env = dict(base_env)
         self.log_dir = log_dir
         self.params_dir = log_dir / "params"
@@ -110,14 +116,17 @@ class ProcessSupervisor:
 
     def _relay(self, running: _Running, stream: IO[bytes], to_screen: bool) -> None:
         label = running.description.label
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if to_screen:
-                self._write(f"[{label}] {line}")
-            with running.log_lock:
-                if not running.log.closed:
-                    running.log.write(line + "\n")
-                    running.log.flush()
+        try:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if to_screen:
+                    self._write(f"[{label}] {line}")
+                with running.log_lock:
+                    if not running.log.closed:
+                        running.log.write(line + "\n")
+                        running.log.flush()
+        except OSError:
+            pass  # a pseudo-terminal (emulate_tty) reads EIO once the process closed its side: end of output
         stream.close()
 
     def _wait(self, running: _Running) -> None:
@@ -132,7 +141,10 @@ class ProcessSupervisor:
             return
         for path, block in description.inline_params_files(self.params_dir):
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(yaml.safe_dump(block.params_file_content(description.node.params_key), sort_keys=False))
+            if isinstance(block, InlineParameters):
+                path.write_text(yaml.safe_dump(block.params_file_content(description.node.params_key), sort_keys=False))
+            else:
+                path.write_text(block.substituted or "")  # a `from` file with allow_substs, substituted
 
     def start(self, description: ProcessDescription) -> _Running | None:
         """Start one process; a failure to start is reported and counts as a failed exit."""
@@ -140,17 +152,22 @@ class ProcessSupervisor:
         argv = description.argv(self.params_dir)
         env = {k: v for k, v in self.base_env.items() if k not in description.unset_env}
         env = {**env, "PYTHONUNBUFFERED": "1", **description.additional_env}
+        # emulate_tty: stdout and stderr are pseudo-terminals (as launch does), so programs line-buffer and colour.
+        terminals = [pty.openpty(), pty.openpty()] if description.emulate_tty else []
         try:
             popen = subprocess.Popen(
                 argv,
                 env=env,
                 cwd=description.cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=terminals[0][1] if terminals else subprocess.PIPE,
+                stderr=terminals[1][1] if terminals else subprocess.PIPE,
                 start_new_session=True,
             )
         except OSError as err:
+            for master, slave in terminals:
+                os.close(master)
+                os.close(slave)
             self.say(description.label, f"failed to start {shlex.join(argv)}: {err.strerror or err}", "ERROR")
             if description.required:
                 self._exit_code = EXIT_REQUIRED_PROCESS_FAILED
@@ -159,9 +176,18 @@ class ProcessSupervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{description.label}.log", "a")  # noqa: SIM115 - closed when the process exits
         running = _Running(description, argv, popen, log, threading.Lock(), [])
-        assert popen.stdout is not None and popen.stderr is not None
+        if terminals:
+            for _, slave in terminals:
+                os.close(slave)
+            streams: tuple[IO[bytes], IO[bytes]] = (
+                os.fdopen(terminals[0][0], "rb", buffering=0),
+                os.fdopen(terminals[1][0], "rb", buffering=0),
+            )
+        else:
+            assert popen.stdout is not None and popen.stderr is not None
+            streams = (popen.stdout, popen.stderr)
         to_screen_stdout = description.output in ("screen", "both")
-        for stream, to_screen in ((popen.stdout, to_screen_stdout), (popen.stderr, True)):
+        for stream, to_screen in ((streams[0], to_screen_stdout), (streams[1], True)):
             reader = threading.Thread(target=self._relay, args=(running, stream, to_screen), daemon=True)
             running.readers.append(reader)
             reader.start()
@@ -218,6 +244,7 @@ class ProcessSupervisor:
             return
         self._shutting_down = True
         self._respawn_due.clear()
+        self._scheduled.clear()  # pending timers are cancelled, as launch's cancel_on_shutdown
         self.say("launch", f"shutting down: {reason}")
         now = time.monotonic()
         for running in list(self._running.values()):
@@ -267,10 +294,17 @@ class ProcessSupervisor:
                 previous[sig] = signal.signal(sig, self._handle_signal)
         try:
             self.say("launch", f"all log files can be found below {self.log_dir}")
-            for description in self.processes:
-                if self._shutting_down or self._signal_pending:
-                    break
-                self.start(description)
+            start = time.monotonic()
+            items: list[ProcessDescription | LogMessage | ShutdownRequest] = [*self.messages, *self.processes]
+            if self.shutdown_request is not None:
+                items.append(self.shutdown_request)
+            delays = [item.start_delay if isinstance(item, ProcessDescription) else item.delay for item in items]
+            # In file order; what a `timer` holds waits for its period (a shutdown first cancels it, as in launch).
+            self._scheduled = sorted(
+                ((start + delay, order, item) for order, (delay, item) in enumerate(zip(delays, items, strict=True))),
+                key=lambda entry: (entry[0], entry[1]),
+            )
+            self._run_due()
             self._loop()
         finally:
             for group in list(self._groups):
@@ -279,9 +313,25 @@ class ProcessSupervisor:
                 signal.signal(signum, handler)
         return self._exit_code
 
+    def _run_due(self) -> None:
+        """Start the processes, print the log messages and act on a shutdown whose time has come."""
+        now = time.monotonic()
+        while self._scheduled and self._scheduled[0][0] <= now:
+            if self._shutting_down or self._signal_pending:
+                self._scheduled.clear()
+                return
+            _, _, item = self._scheduled.pop(0)
+            if isinstance(item, LogMessage):
+                self.say("launch.user", item.text)
+            elif isinstance(item, ShutdownRequest):
+                self.shutdown(f"{item.reason} (shutdown action at {item.location.path.name}:{item.location.line})")
+            else:
+                self.start(item)
+
     def _loop(self) -> None:
         while True:
-            if not self._running and not self._respawn_due:
+            self._run_due()
+            if not self._running and not self._respawn_due and not self._scheduled:
                 if not self._shutting_down:
                     self.say("launch", "all processes have exited")
                 return
