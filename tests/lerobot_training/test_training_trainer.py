@@ -321,3 +321,21 @@ def test_pretrained_backbone_initialises_the_policy_and_is_recorded(tiny_dataset
         Trainer(
             config(tiny_dataset, tmp_path / "d", "diffusion", pretrained_backbone=tmp_path / "resnet18.safetensors")
         )
+
+
+def test_act_trains_on_cameras_of_different_sizes_and_predicts_from_its_checkpoint(
+    make_dataset: Callable[..., Path], tmp_path: Path
+) -> None:
+    dataset = make_dataset(episodes=2, frames=8, image_shape=(32, 48, 3), extra_cameras={"wrist": (24, 40, 3)})
+    final = Trainer(config(dataset, tmp_path / "run", steps=2, save_every=2)).train()
+    loaded = load_policy(final)
+    shapes = {key: ft.shape for key, ft in loaded.policy.config.image_features.items()}
+    assert shapes == {"observation.images.front": (3, 32, 48), "observation.images.wrist": (3, 24, 40)}
+    observation = {
+        "observation.state": torch.zeros(3),
+        "observation.environment_state": torch.zeros(2),
+        "observation.images.front": torch.zeros(32, 48, 3, dtype=torch.uint8),
+        "observation.images.wrist": torch.zeros(24, 40, 3, dtype=torch.uint8),
+    }
+    chunk = loaded.policy.predict_chunk(observation)
+    assert chunk.shape == (TINY["act"]["chunk_size"], 3) and torch.isfinite(chunk).all()
