@@ -360,6 +360,7 @@ def _open_writer(
     """The dataset writer and whether this run created the dataset (an existing one is opened: the caller
     decides from its source records whether this run may add to it)."""
     from lerobot_recorder.dataset import DatasetWriter
+    from lerobot_recorder.dataset.layout import STAGING_DIR
 
     contract = options.contract
     specs = contract.feature_specs()
@@ -372,7 +373,13 @@ def _open_writer(
             default_codec=DEFAULT_CODEC,
             max_pending_frames=ENCODER_QUEUE_FRAMES,
         )
-        return writer, False
+        ours = {"meta", "data", "videos", STAGING_DIR}  # a root holding anything else is the user's to clear
+        if append or writer.num_episodes or not {p.name for p in root.iterdir()} <= ours:
+            return writer, False
+        # No episode was ever committed (a run killed before its first commit): start over, with this run's
+        # repo id and codec, as if the root did not exist.
+        writer.close()
+        shutil.rmtree(root)
     if root.exists() and any(root.iterdir()):
         raise BagError(f"{root} exists and is not a LeRobot dataset; choose an empty or new --output")
     writer = DatasetWriter.create(
