@@ -454,3 +454,79 @@ def test_declared_arguments_follow_includes_when_their_path_resolves(write_launc
         ("rate", "child.launch.yaml"),
     ]
     assert [a.name for a in declared_arguments(path)] == ["child"]  # without a package index: this file only
+
+
+def test_for_and_for_each_repeat_their_actions(write_launch, plan) -> None:
+    """launch 3.8's loops (not in the oracle's 3.7 sources: checked against the launch 3.8 semantics)."""
+    path = write_launch(
+        """
+        launch:
+          - arg: {name: count, default: "3"}
+          - for:
+              len: $(var count)
+              name: i
+              children:
+                - node: {pkg: fakepkg, exec: fake_node, name: arm_$(index i), namespace: robot$(index i)}
+          - for_each:
+              values: "{name: left, id: 1};{name: right}"
+              children:
+                - node: {pkg: fakepkg, exec: fake_node, name: $(for-var name), args: $(for-var id 0)}
+        """
+    )
+    processes = plan(path).processes
+    assert [p.node.fully_qualified_name for p in processes] == [
+        "/robot0/arm_0",
+        "/robot1/arm_1",
+        "/robot2/arm_2",
+        "/left",
+        "/right",
+    ]
+    assert [p.command[1] for p in processes[3:]] == ["1", "0"]
+    with pytest.raises(LaunchFileError, match="len must be an integer"):
+        plan(path, {"count": "many"})
+
+
+def test_timer_actions_start_later_with_the_configurations_at_that_time(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - let: {name: a, value: first}
+          - timer: {period: 1.5, children: [{node: {pkg: fakepkg, exec: fake_node, args: $(var a)}}]}
+          - let: {name: a, value: second}
+          - node: {pkg: fakepkg, exec: fake_node, args: now}
+          - timer: {period: 0.5, children: [{log: {message: early}}]}
+        """
+    )
+    result = plan(path)
+    assert [(p.label, p.command[1], p.start_delay) for p in result.processes] == [
+        ("fake_node-1", "now", 0.0),
+        ("fake_node-2", "second", 1.5),
+    ]
+    assert [(m.text, m.delay) for m in result.messages] == [("early", 0.5)]
+
+
+def test_python_and_xml_launch_files_are_refused_naming_the_format(plan, tmp_path: Path) -> None:
+    for suffix, name in ((".py", "Python"), (".xml", "XML")):
+        path = tmp_path / f"stack.launch{suffix}"
+        path.write_text("")
+        with pytest.raises(LaunchError, match=f"{name} launch files are not supported") as excinfo:
+            plan(path)
+        assert "\n" not in str(excinfo.value)
+        assert str(excinfo.value).startswith(f"{path}:1: launch: ")
+
+
+def test_set_parameter_and_set_remap_apply_to_the_nodes_after_them(write_launch, plan) -> None:
+    path = write_launch(
+        """
+        launch:
+          - node: {pkg: fakepkg, exec: fake_node, name: before}
+          - set_parameter: {name: use_sim_time, value: "true"}
+          - set_remap: {from: /clock, to: /sim/clock}
+          - node: {pkg: fakepkg, exec: fake_node, name: after, remap: [{from: a, to: b}]}
+        """
+    )
+    before, after = plan(path).processes
+    assert (before.node.global_parameters, before.node.remappings) == ((), ())
+    assert after.node.global_parameters == ("use_sim_time:=True",)
+    assert after.node.remappings == (("/clock", "/sim/clock"), ("a", "b"))
+    assert after.argv(Path("/p"))[2:6] == ["-r", "__node:=after", "-p", "use_sim_time:=True"]

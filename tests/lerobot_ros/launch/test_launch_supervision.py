@@ -196,3 +196,50 @@ def test_grandchildren_are_stopped_with_their_process_group(
     while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)  # killed, but reaped by init asynchronously
     assert not alive(grandchild)
+
+
+def test_timer_log_and_shutdown_run_in_order(
+    processes: ProcessGroup, write_launch, child_cmd: str, tmp_path: Path
+) -> None:
+    """`log` prints at once, a `timer` starts its process later, a `shutdown` in a timer stops everything."""
+    path = write_launch(
+        f"""
+        launch:
+          - log: {{message: "hello $(var missing world)"}}
+          - executable: {{cmd: "{child_cmd}", name: first, output: screen}}
+          - timer:
+              period: 0.5
+              children:
+                - executable: {{cmd: "{child_cmd}", name: later, output: screen}}
+                - timer: {{period: 0.5, children: [{{shutdown: {{reason: enough}}}}]}}
+          - timer: {{period: 600.0, children: [{{executable: {{cmd: "{child_cmd}", name: never}}}}]}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 0
+    out = launcher.output()
+    order = [
+        out.index("[INFO] [launch.user]: hello world"),
+        out.index("[first-1] ready"),
+        out.index("[later-2] ready"),
+        out.index("shutting down: enough (shutdown action at test.launch.yaml:8)"),
+    ]
+    assert order == sorted(order)
+    assert "never" not in out  # the pending timer is cancelled by the shutdown
+    assert not any(alive(pid) for pids in started_pids(launcher).values() for pid in pids)
+
+
+def test_emulate_tty_gives_the_process_a_terminal(processes: ProcessGroup, write_launch, tmp_path: Path) -> None:
+    script = tmp_path / "tty.py"
+    script.write_text("import sys\nprint('stdout tty', sys.stdout.isatty(), flush=True)\n")
+    path = write_launch(
+        f"""
+        launch:
+          - executable: {{cmd: "{sys.executable} {script}", name: tty, output: screen, emulate_tty: true}}
+          - executable: {{cmd: "{sys.executable} {script}", name: pipe, output: screen}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 0
+    assert "[tty-1] stdout tty True" in launcher.output()
+    assert "[pipe-2] stdout tty False" in launcher.output()
