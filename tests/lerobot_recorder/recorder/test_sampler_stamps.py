@@ -107,6 +107,19 @@ def test_a_stalled_recorder_receiving_a_backlog_late_is_not_a_clock_reset() -> N
     assert s.clock.offset_ns == BEHIND + 1 * MS  # the clock still reads the stamps' clock
 
 
+@pytest.mark.parametrize("stamp", [FAR_FUTURE, 3 * NS + 10 * MS])
+def test_an_absurd_first_stamp_does_not_become_the_clock(stamp: int) -> None:
+    """The policy node starts sampling at its first message: that one must not set the clock for good."""
+    s = make()
+    s.start(BEHIND)
+    s.push("joints", stamp, "bogus", receive_ns=BEHIND)
+    frames = feed(s, 0, 2000) + [f.slot for f in s.stop(2000 * MS + BEHIND)]
+    assert sum(s.rejected.values()) == 1 and sum(s.live.rejected.values()) == 1
+    assert frames == list(range(len(frames))) and len(frames) >= 58  # 0 .. 1966.7 ms at 30 fps
+    assert s.report.frames_dropped == 0
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+
+
 def test_a_genuine_clock_reset_still_ends_the_episode() -> None:
     s = make()
     feed(s, 0, 100)

@@ -118,6 +118,11 @@ class StampClock:
             return "reset"
         return "future" if offset < estimate else "far_past"
 
+    @property
+    def challenger_len(self) -> int:
+        """Refused samples in a row that agree with each other on another clock."""
+        return len(self._challenger)
+
     def _accept(self, offset: int) -> None:
         self.accepted += 1
         self._low = sorted([*self._low, offset])[:2]
@@ -173,6 +178,9 @@ class LiveSampler:
         self._last_now: int | None = None
         self._seq = 0
         self._start_ns: int | None = None
+        self._start_clock_ns = 0
+        # Samples refused in a row that agree on another clock (replayed when the first clock proves wrong).
+        self._pending: list[tuple[str, int, Any, str]] = []
         self._t0: int | None = None
         self._next_slot = 0
         self._clock_changed = False
@@ -218,6 +226,7 @@ class LiveSampler:
         Samples stamped before the returned time are not used (it equals `start_ns` when the stamps are on the
         recorder's clock, up to the smallest transport delay seen).
         """
+        self._start_clock_ns = start_ns
         self._start_ns = start_ns - self._offset
         self._last_now = None
         self._t0 = None
@@ -237,9 +246,13 @@ class LiveSampler:
         "before_start"). Raises ClockJumpError when the stamps moved to a new clock during an episode (or,
         without receive times, when the feature's stamps went back by more than `clock_jump_ns`).
         """
-        reason = self._judge(key, stamp_ns, receive_ns)
+        reason = self._judge(key, stamp_ns, payload, receive_ns)
         if reason is not None:
             return reason
+        return self._store(key, stamp_ns, payload)
+
+    def _store(self, key: str, stamp_ns: int, payload: Any) -> str | None:
+        """Keep a sample that passed the checks."""
         self._last_stamp[key] = stamp_ns
         if self._start_ns is None:
             return None
@@ -263,7 +276,7 @@ class LiveSampler:
         self._phase.add(key, stamp_ns)
         return None
 
-    def _judge(self, key: str, stamp_ns: int, receive_ns: int | None) -> str | None:
+    def _judge(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None) -> str | None:
         """Why the sample cannot be used (None: it can); raises ClockJumpError on a clock reset in an episode."""
         if stamp_ns < 0:
             return self._reject(key, "negative", f"stamp {stamp_ns / NS:.3f} s is negative")
@@ -271,24 +284,32 @@ class LiveSampler:
         continuous = last is not None and abs(stamp_ns - last) <= self.clock_jump_ns
         if receive_ns is not None:
             before = self.clock.offset_ns
+            settled, wrong = self.clock.settled, self.clock.accepted
             verdict = self.clock.check(stamp_ns, receive_ns, continuous)
-            if verdict in ("future", "far_past"):
+            if verdict is None:
+                self._pending.clear()
+            elif verdict in ("future", "far_past"):
                 assert before is not None
                 off = (receive_ns - stamp_ns - before) / NS
                 where = f"{-off:.3f} s ahead of" if verdict == "future" else f"{off:.3f} s behind"
                 reason = "zero" if stamp_ns == 0 else verdict  # a header nobody stamped
+                if self.clock.challenger_len == 1:
+                    self._pending.clear()
+                self._pending.append((key, stamp_ns, payload, reason))
                 return self._reject(
                     key, reason, f"stamp {stamp_ns / NS:.3f} s is {where} the clock (more than clock_jump_s)"
                 )
-            if verdict == "reset":
+            else:
                 assert before is not None
                 moved = (self.clock.offset_ns or 0) - before
-                self._last_stamp.clear()
                 way = "back" if moved > 0 else "ahead"
-                return self._clock_reset(
-                    f"{key}: {self.clock.confirm} samples in a row agree on stamps {abs(moved) / NS:.3f} s {way} "
-                    "of the previous clock: the clock was reset"
-                )
+                text = f"{key}: stamps {abs(moved) / NS:.3f} s {way} of the previous clock"
+                if settled:
+                    self._last_stamp.clear()
+                    self._pending.clear()
+                    return self._clock_reset(f"{text}, {self.clock.confirm} samples in a row: the clock was reset")
+                self._rebase(text, wrong, "future" if moved > 0 else "far_past")
+                return None
         elif not continuous and self._last_now is not None and stamp_ns - self._last_now > self.clock_jump_ns:
             ahead = (stamp_ns - self._last_now) / NS
             return self._reject(key, "future", f"stamp {stamp_ns / NS:.3f} s is {ahead:.3f} s ahead of the clock")
@@ -305,6 +326,31 @@ class LiveSampler:
                 f"({last / NS:.3f} s): the clock was reset"
             )
         return None
+
+    def _rebase(self, text: str, wrong: int, reason: str) -> None:
+        """The first `wrong` samples set a wrong clock (an absurd stamp came first): take the clock the next ones
+        agree on, and the samples refused meanwhile (they were right), as if the wrong ones had been refused."""
+        pending, self._pending = self._pending, []
+        self._last_stamp.clear()
+        if self._start_ns is not None:
+            if self._next_slot > 0:
+                self._clock_changed = True
+                raise ClockJumpError(f"{text} after frames were taken: the clock was reset")
+            self._start_ns = self._start_clock_ns - self._offset
+            self._t0 = None
+            self._phase = GridPhase(self._features, self.fps)
+            for buf in self._buffers.values():
+                buf.clear()
+            self.report = self._new_report()
+        for key, stamp_ns, payload, refused_as in pending:
+            for counts in (self.rejected, self.live.rejected):
+                counts[refused_as] -= 1
+                if not counts[refused_as]:
+                    del counts[refused_as]
+            self._store(key, stamp_ns, payload)
+        for counts in (self.rejected, self.live.rejected):
+            counts[reason] = counts.get(reason, 0) + wrong
+        self.last_rejection = f"{text}: the first {wrong} sample(s) were wrong, ignored ({reason})"
 
     def _clock_reset(self, message: str) -> str | None:
         """Between episodes a reset clock is expected (sim resets); during one it ends the episode."""
