@@ -417,11 +417,14 @@ class RecorderMessages:
     DURATION_NS = NS // 2
 
     def __init__(self) -> None:
+        from rosbags.serde import SerdeError
+
         from lerobot_recorder.contract import MessageMismatchError
         from lerobot_recorder.recorder.errors import RecorderError
 
         self.clear_errors: tuple[type[BaseException], ...] = ()
-        self.ignored = (MessageMismatchError, RecorderError, ValueError, KeyError)  # what nodes/recorder.py drops
+        # What nodes/recorder.py `_on_message` drops (counted, warned); anything else escapes its callback.
+        self.ignored = (MessageMismatchError, RecorderError, SerdeError, ValueError, KeyError)
         self.last_extra: dict[str, int] | None = None
 
     def setup(self, workdir: Path) -> None:

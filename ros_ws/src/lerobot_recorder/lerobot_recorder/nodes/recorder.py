@@ -28,6 +28,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosbags.serde import SerdeError
 from std_srvs.srv import Trigger
 
 from lerobot_msgs.action import RecordEpisode
@@ -399,7 +400,7 @@ class Recorder(LifecycleNode):
                 else:
                     msg = self._typestore.deserialize_cdr(raw, feat.type)
                     payloads[feat.key] = feat.joint_units().apply(feat.raw_vector(msg))
-        except (MessageMismatchError, RecorderError, ValueError, KeyError) as err:
+        except (MessageMismatchError, RecorderError, SerdeError, ValueError, KeyError) as err:
             self._bad_messages += 1
             self._warn_throttled(f"{topic}: message ignored: {err}")
             with self._lock:

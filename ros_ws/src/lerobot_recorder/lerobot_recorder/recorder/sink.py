@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from rosbags.serde import SerdeError
 
 from lerobot_recorder.bags.align import AlignedFrame
 from lerobot_recorder.contract import Contract, MessageMismatchError
@@ -88,7 +89,10 @@ class FrameValues:
                 continue
             cached = self._cache.get(key)
             if cached is None or cached[0] != pick.sample.seq:
-                msg = self._deserialize(pick.sample.payload, feat.type)
+                try:
+                    msg = self._deserialize(pick.sample.payload, feat.type)
+                except SerdeError as err:  # malformed CDR from a publisher: this frame is bad, the thread lives
+                    raise MessageMismatchError(f"{key}: a {feat.type} message cannot be deserialized: {err}") from None
                 cached = (pick.sample.seq, feat.value(msg))
                 self._cache[key] = cached
             values[key] = cached[1]

@@ -1,0 +1,30 @@
+"""Regression tests for what the fuzzers found, one concrete input each (see bench/results/reliability_findings.md)."""
+
+from __future__ import annotations
+
+import pytest
+from fuzz_targets import NS, RecorderMessages
+
+from lerobot_recorder.bags.align import AlignedFrame, Pick, Sample
+from lerobot_recorder.contract import MessageMismatchError
+from lerobot_recorder.recorder.sink import FrameValues
+
+
+@pytest.fixture(scope="module")
+def recorder(tmp_path_factory: pytest.TempPathFactory) -> RecorderMessages:
+    target = RecorderMessages()
+    target.setup(tmp_path_factory.mktemp("recorder"))
+    return target
+
+
+def test_a_malformed_image_is_a_bad_frame_not_a_dead_sink_thread(recorder: RecorderMessages) -> None:
+    """recorder_messages seed 7: a truncated Image CDR raised SerdeError in the sink thread, which then died."""
+    _, _, image = next(m for m in recorder.messages() if m[0].startswith("/cameras"))
+    raw = bytes(recorder.store.serialize_cdr(image, image.__msgtype__))
+    values = FrameValues(recorder.contract, recorder.store.deserialize_cdr)
+    key = "observation.images.front"
+    frame = AlignedFrame(0, 1_700_000_000 * NS, {key: Pick(Sample(1_700_000_000 * NS, 1, raw[: len(raw) // 2]))})
+    with pytest.raises(MessageMismatchError, match="cannot be deserialized"):
+        values.build(frame)
+    good = AlignedFrame(1, 1_700_000_000 * NS, {key: Pick(Sample(1_700_000_000 * NS, 2, raw))})
+    assert values.build(good)[key].shape == (8, 8, 3)
