@@ -243,3 +243,24 @@ def test_emulate_tty_gives_the_process_a_terminal(processes: ProcessGroup, write
     assert launcher.wait(timeout=30) == 0
     assert "[tty-1] stdout tty True" in launcher.output()
     assert "[pipe-2] stdout tty False" in launcher.output()
+
+
+def test_own_log_prints_nothing_and_full_prints_both_streams(
+    processes: ProcessGroup, write_launch, tmp_path: Path
+) -> None:
+    script = tmp_path / "talk.py"
+    script.write_text("import sys\nprint('out line', flush=True)\nprint('err line', file=sys.stderr, flush=True)\n")
+    path = write_launch(
+        f"""
+        launch:
+          - executable: {{cmd: "{sys.executable} {script}", name: quiet, output: own_log}}
+          - executable: {{cmd: "{sys.executable} {script}", name: loud, output: full}}
+        """
+    )
+    launcher = start_launcher(processes, path, tmp_path)
+    assert launcher.wait(timeout=30) == 0
+    out = launcher.output()
+    assert "[quiet-1] " not in out
+    assert "[loud-2] out line" in out and "[loud-2] err line" in out
+    # Both streams still reach the process log file (their order between the two pipes is not fixed).
+    assert sorted((tmp_path / "log" / "quiet-1.log").read_text().splitlines()) == ["err line", "out line"]

@@ -13,8 +13,10 @@ ParameterScalar = bool | int | float | str
 # A recursive alias needs the string forward reference, which `X | Y` cannot take at runtime.
 ParameterValue = Union[ParameterScalar, list[ParameterScalar], "ParameterTree"]
 ParameterTree = dict[str, ParameterValue]
-Output = Literal["screen", "log", "both"]
-OUTPUTS: tuple[Output, ...] = ("screen", "log", "both")
+# launch's output destinations: screen (both streams on screen), log (stderr on screen), both / full (both
+# streams on screen), own_log (nothing on screen); every line also goes to the process's own log file here.
+Output = Literal["screen", "log", "both", "own_log", "full"]
+OUTPUTS: tuple[Output, ...] = ("screen", "log", "both", "own_log", "full")
 ALL_NODES_KEY = "/**"
 
 

@@ -3,8 +3,8 @@
 Each process runs in its own session (so its own process group): a Ctrl-C in the terminal reaches
 only the launcher, which then stops the children in order, the way `ros2 launch` does: SIGINT to
 each process group, SIGTERM after `sigterm_timeout`, SIGKILL after a further `sigkill_timeout`.
-Output lines are printed as `[label] line` (stdout and stderr for `output: screen`/`both`, only
-stderr for `log`) and written to `<log_dir>/<label>.log`.
+Output lines are printed as `[label] line` (stdout and stderr for `output: screen`/`both`/`full`, only
+stderr for `log`, nothing for `own_log`) and written to `<log_dir>/<label>.log`.
 
 `run()` returns 0 after a clean shutdown (Ctrl-C, SIGTERM, SIGHUP, or every process done) and 1 when a
 required process (`on_exit: shutdown`) exited with a non-zero status.
@@ -186,8 +186,9 @@ class ProcessSupervisor:
         else:
             assert popen.stdout is not None and popen.stderr is not None
             streams = (popen.stdout, popen.stderr)
-        to_screen_stdout = description.output in ("screen", "both")
-        for stream, to_screen in ((streams[0], to_screen_stdout), (streams[1], True)):
+        to_screen_stdout = description.output in ("screen", "both", "full")
+        to_screen_stderr = description.output != "own_log"
+        for stream, to_screen in ((streams[0], to_screen_stdout), (streams[1], to_screen_stderr)):
             reader = threading.Thread(target=self._relay, args=(running, stream, to_screen), daemon=True)
             running.readers.append(reader)
             reader.start()
