@@ -1,6 +1,8 @@
 """A runner for ROS 2 YAML launch files (`lerobot-ros launch`), for installs without `ros2 launch`.
 
-- `parser`: launch file -> `LaunchPlan` (tags, substitutions, arguments, includes, groups);
+- `parser`: launch file -> `LaunchPlan` (launch_ros's YAML frontend: tags, arguments, includes, groups);
+- `substitutions`, `parameters`: launch's `$(...)` grammar and launch_ros's parameter typing;
+- `resolved`: a plan as JSON (`--print-json`), the format the conformance tests compare with ros2 launch;
 - `packages`: the ament index and console scripts, for `pkg`/`exec` and `$(find-pkg-share)`;
 - `supervisor`: runs the plan's processes (output, respawn, ordered shutdown);
 - `command`: the `lerobot-ros launch` sub-command.
