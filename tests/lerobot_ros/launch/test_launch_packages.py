@@ -1,4 +1,4 @@
-"""Package lookup: the ament index first, console scripts of installed distributions as the fallback."""
+"""Package lookup through the ament index, where ros2 launch looks (console scripts do not count)."""
 
 from __future__ import annotations
 
@@ -26,28 +26,26 @@ def test_ament_lib_executable_and_share(fake_prefix: Path, index: PackageIndex) 
     assert index.package_prefix("fakepkg") == fake_prefix
 
 
-def test_console_script_fallback_when_lib_dir_has_no_such_executable(fake_prefix: Path, tmp_path: Path) -> None:
+def test_console_scripts_are_not_executables_of_a_package(fake_prefix: Path, tmp_path: Path) -> None:
+    """As ros2 launch: only <prefix>/lib/<pkg>/<exec> counts (a console script used to, before issue 16)."""
     scripts = tmp_path / "bin"
     tool = _script(scripts, "tool")
-    _script(scripts, "other_tool")
+    _script(scripts, "pure")
     index = PackageIndex(
         prefixes=[fake_prefix],
         console_scripts=[
             EntryPoint(name="tool", value="fakepkg.tool:main", group="console_scripts"),
             EntryPoint(name="pure", value="purepy.cli:main", group="console_scripts"),
-            EntryPoint(name="other_tool", value="otherpkg.x:main", group="console_scripts"),
         ],
         scripts_dir=scripts,
     )
-    assert index.executable("fakepkg", "tool") == tool
-    with pytest.raises(ExecutableNotFoundError, match=r"has no executable 'other_tool' \(it has: fake_node, tool\)"):
-        index.executable("fakepkg", "other_tool")  # belongs to another package
-    # A Python package that is not in the ament index still resolves through its console scripts...
-    _script(scripts, "pure")
-    assert index.executable("purepy", "pure") == scripts / "pure"
-    # ...but it has no share directory.
+    with pytest.raises(ExecutableNotFoundError) as excinfo:
+        index.executable("fakepkg", "tool")
+    message = str(excinfo.value)
+    assert f"package 'fakepkg' has no executable 'tool' in {fake_prefix}/lib/fakepkg (it has: fake_node)" in message
+    assert f"{tool} is a console script, which ros2 launch does not look for" in message
     with pytest.raises(PackageNotFoundError, match="'purepy' is not in the ament index"):
-        index.package_share("purepy")
+        index.executable("purepy", "pure")  # a Python package outside the index is not a ROS package
 
 
 def test_unknown_package(index: PackageIndex) -> None:

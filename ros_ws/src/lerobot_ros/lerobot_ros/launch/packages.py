@@ -1,13 +1,13 @@
-"""Finding packages and their executables: the ament index first, then installed Python distributions.
+"""Finding packages and their executables through the ament index, exactly where ros2 launch looks.
 
 On a ROS 2 install a package `pkg` is registered by the marker file
 `<prefix>/share/ament_index/resource_index/packages/<pkg>`, its data lives in `<prefix>/share/<pkg>`
 and its executables in `<prefix>/lib/<pkg>/`. The prefixes are `AMENT_PREFIX_PATH` plus this
-interpreter's `sys.prefix` (where pip installs the project's packages).
+interpreter's `sys.prefix` (the project's setup makes the virtualenv an ament prefix).
 
-A pip (editable) install puts a package's console scripts into the environment's `bin/` instead
-of `lib/<pkg>/`; so when `lib/<pkg>/<exec>` does not exist, a console-script entry point named
-`<exec>` whose module belongs to the top-level package `<pkg>` is used.
+A console script in the environment's `bin/` is not an executable of the package for ros2 launch,
+so it is not one here either (before issue 16 it was, and files passed here that failed under
+ros2 launch); when one exists, the error says how to install the package's `lib/<pkg>/<exec>`.
 """
 
 from __future__ import annotations
@@ -70,42 +70,35 @@ class PackageIndex:
                     return script
         return None
 
-    def _is_python_package(self, package: str) -> bool:
-        return any(ep.module.split(".")[0] == package for ep in self._console_scripts)
-
     def executable(self, package: str, executable: str) -> Path:
-        """Path of `executable` in `package`: `<prefix>/lib/<package>/<executable>`, else its console script."""
+        """`<prefix>/lib/<package>/<executable>`, as launch_ros's ExecutableInPackage finds it."""
         if "/" in executable:
             raise ExecutableNotFoundError(
                 f"executable {executable!r} must be a bare name (no '/') when a package is given"
             )
-        in_index = True
-        try:
-            prefix = self.package_prefix(package)
-        except PackageNotFoundError:
-            if not self._is_python_package(package):
-                raise
-            in_index = False
-        if in_index:
-            candidate = prefix / "lib" / package / executable
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-        script = self._console_script(package, executable)
-        if script is not None:
-            return script
+        prefix = self.package_prefix(package)
+        candidate = prefix / "lib" / package / executable
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
         available = sorted(self.executables(package))
+        script = self._console_script(package, executable)
+        how = (
+            f"; {script} is a console script, which ros2 launch does not look for: install the package with "
+            "scripts/setup.sh or colcon build, which put it into lib/" + package
+            if script is not None
+            else "; check the 'exec' name or reinstall the package"
+        )
         raise ExecutableNotFoundError(
-            f"package {package!r} has no executable {executable!r}"
+            f"package {package!r} has no executable {executable!r} in {prefix / 'lib' / package}"
             + (f" (it has: {', '.join(available)})" if available else " (it has none)")
-            + "; check the 'exec' name or reinstall the package"
+            + how
         )
 
     def executables(self, package: str) -> set[str]:
-        """Names of the executables `package` provides (lib/<package>/ and console scripts)."""
+        """Names of the executables `package` provides in `lib/<package>/` of its prefix."""
         names: set[str] = set()
         for prefix in self.prefixes:
             lib_dir = prefix / "lib" / package
             if (prefix / PACKAGES_INDEX / package).is_file() and lib_dir.is_dir():
                 names.update(p.name for p in lib_dir.iterdir() if p.is_file() and os.access(p, os.X_OK))
-        names.update(ep.name for ep in self._console_scripts if ep.module.split(".")[0] == package)
         return names
