@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, load_contract
+from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, NonFiniteValueError, load_contract
 from lerobot_recorder.contract.images import decode_color, encode_image
 
 REPO = Path(__file__).resolve().parents[3]
@@ -240,3 +240,42 @@ def test_rclpy_messages_convert_like_rosbags_ones() -> None:
     compressed.format = "png"
     compressed.data = cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes()
     np.testing.assert_array_equal(decode_color(compressed, "sensor_msgs/msg/CompressedImage"), rgb)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_joint_value_refuses_the_sample(bad: float) -> None:
+    """Issue 18 #3: NaN/inf positions used to pass into the dataset; the contract refuses the sample."""
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    state = contract.features["observation.state"]
+    positions = [0.1, 0.2, bad, 0.3, 0.0, 0.5]
+    msg = SimpleNamespace(name=SO101_JOINTS, position=positions)
+    with pytest.raises(NonFiniteValueError, match=r"observation.state: /follower/joint_states .*elbow_flex=") as info:
+        state.raw_vector(msg)
+    assert isinstance(info.value, MessageMismatchError)  # every caller that refuses bad messages refuses it
+    with pytest.raises(NonFiniteValueError):
+        state.vector(msg)
+    # A joint the contract does not select may be anything: only the selected values matter.
+    extra = SimpleNamespace(name=[*SO101_JOINTS, "camera_tilt"], position=[0.0] * 6 + [bad])
+    assert np.isfinite(state.vector(extra)).all()
+
+
+def test_conversion_overflow_is_refused_too() -> None:
+    contract = load_contract(CONTRACTS / "so101.yaml")
+    state = contract.features["observation.state"]
+    with pytest.raises(NonFiniteValueError, match="non-finite"):
+        state.vector(SimpleNamespace(name=SO101_JOINTS, position=[1e308, 0, 0, 0, 0, 0]))  # deg overflows float32
+
+
+def test_non_finite_depth_pixels_become_zero() -> None:
+    contract = Contract.from_dict(
+        {
+            "robot_type": "cam",
+            "fps": 30,
+            "features": {
+                "observation.depth": {"topic": "/d", "type": "sensor_msgs/msg/Image", "shape": [1, 3], "dtype": "depth"}
+            },
+        }
+    )
+    raw = np.array([1.5, np.nan, np.inf], dtype="<f4")
+    msg = SimpleNamespace(height=1, width=3, encoding="32FC1", step=12, data=raw.view(np.uint8), is_bigendian=0)
+    np.testing.assert_array_equal(contract.features["observation.depth"].picture(msg), [[1.5, 0.0, 0.0]])

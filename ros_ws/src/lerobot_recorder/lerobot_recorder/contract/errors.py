@@ -15,3 +15,7 @@ class ContractError(ValueError):
 
 class MessageMismatchError(ValueError):
     """A message does not fit the contract feature it is converted for (missing joint, field, bad encoding)."""
+
+
+class NonFiniteValueError(MessageMismatchError):
+    """A message carries NaN or +-inf in a value the contract selects: the sample is refused, never stored."""

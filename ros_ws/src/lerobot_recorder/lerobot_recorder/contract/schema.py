@@ -40,7 +40,7 @@ import numpy.typing as npt
 import yaml
 
 from lerobot_recorder.contract import images
-from lerobot_recorder.contract.errors import ContractError, MessageMismatchError
+from lerobot_recorder.contract.errors import ContractError, MessageMismatchError, NonFiniteValueError
 from lerobot_recorder.contract.units import JointUnits, UnitConverter, parse_units
 
 if TYPE_CHECKING:
@@ -211,7 +211,26 @@ class FeatureContract:
         return JointUnits(tuple(conv.converter_for(j, self.converters) for j in joints))
 
     def raw_vector(self, msg: Any) -> npt.NDArray[np.float64]:
-        """The selected values of `msg` in ROS units, in contract order (float64)."""
+        """The selected values of `msg` in ROS units, in contract order (float64).
+
+        Raises NonFiniteValueError (a MessageMismatchError) when a selected value is NaN or +-inf: the
+        sample is refused where it enters, so a frame holds the previous valid sample instead (values of
+        joints the contract does not select are not looked at).
+        """
+        return self._finite(self._selected(msg))
+
+    def _finite(self, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        finite = np.isfinite(values)
+        if finite.all():
+            return values
+        labels = self.joints or self.names or tuple(str(i) for i in range(values.size))
+        bad = [f"{labels[i]}={values[i]}" for i in np.flatnonzero(~finite)]
+        raise NonFiniteValueError(
+            f"{self.key}: {self.topic} carries non-finite value(s) {', '.join(bad)}; the sample is refused "
+            "(the frame keeps the previous valid one)"
+        )
+
+    def _selected(self, msg: Any) -> npt.NDArray[np.float64]:
         parts = []
         for path in self.field_paths:
             try:
@@ -249,14 +268,25 @@ class FeatureContract:
         return values[[index[j] for j in self.joints]]
 
     def vector(self, msg: Any) -> npt.NDArray[np.floating[Any]]:
-        """The feature vector for `msg`: joints selected by name, converted to dataset units."""
-        out = self.joint_units().apply(self.raw_vector(msg))
-        return out.astype(self.dtype)
+        """The feature vector for `msg`: joints selected by name, converted to dataset units.
+
+        Raises NonFiniteValueError also when the conversion overflows (a finite 1e300 rad is no sample either).
+        """
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+            out = self.joint_units().apply(self.raw_vector(msg)).astype(self.dtype)
+        self._finite(out.astype(np.float64))
+        return out
 
     def picture(self, msg: Any) -> npt.NDArray[Any]:
-        """The feature value of an image message: (H, W, 3) uint8, or (H, W) float32 metres for depth."""
+        """The feature value of an image message: (H, W, 3) uint8, or (H, W) float32 metres for depth.
+
+        Non-finite depth pixels (REP 118: NaN = no return, +-inf = out of range) are stored as 0, the
+        "no reading" value of 16UC1 depth, so a depth feature never puts NaN into the dataset or its stats.
+        """
         if self.dtype == "depth":
             out: npt.NDArray[Any] = images.decode_depth(msg, self.type, self.depth_scale_m)
+            if not np.isfinite(out).all():
+                out = np.where(np.isfinite(out), out, np.float32(0.0)).astype(np.float32)
         else:
             out = images.decode_color(msg, self.type)
         if tuple(out.shape) != self.shape:
