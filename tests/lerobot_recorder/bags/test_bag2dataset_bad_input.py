@@ -448,3 +448,24 @@ def test_report_file_names_refusals_in_json(tmp_path: Path) -> None:
     assert report["runs"][0]["bags"][0]["refused_messages"] == {
         "/follower/joint_states": {"header stamp nanosec out of range (>= 1e9)": 1}
     }
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (b"rtring encoding", r"/cameras/front/image_raw cannot be decoded: its definition refers to a type"),
+        (b"string encodinh", r"its definition of sensor_msgs/msg/Image .* lacks field\(s\) encoding"),
+    ],
+)
+def test_a_damaged_embedded_message_definition(make_bag: MakeBag, tmp_path: Path, damage: bytes, message: str) -> None:
+    """A bit flip in the Image definition an mcap embeds (found by flipping single bits of a bag: a KeyError
+    from rosbags, or an AttributeError in the image decoder) is a clear error before anything is written."""
+    spec = SyntheticBagSpec(duration_s=0.3, height=12, width=16, cameras=("front",))
+    bag = make_bag("bag", duration_s=0.3, height=12, width=16, cameras=("front",))
+    mcap = next(bag.glob("*.mcap"))
+    data = mcap.read_bytes()
+    assert data.count(b"string encoding") == 2  # the schema record, and its copy in the summary
+    mcap.write_bytes(data.replace(b"string encoding", damage))
+    with pytest.raises(BagError, match=message):
+        convert([bag], contract_for(spec, camera_dtype="image"), tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()

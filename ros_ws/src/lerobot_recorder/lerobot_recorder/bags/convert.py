@@ -155,6 +155,21 @@ def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -
         if not feat.is_image:
             for path in (*feat.field_paths, *((feat.joint_names_field,) if feat.joints else ())):
                 _check_field_path(bag, feat, path)
+        else:
+            have = {name for name, _ in bag.fielddefs(feat.type)}
+            lacking = [name for name in IMAGE_FIELDS.get(feat.type, ()) if name not in have]
+            if lacking:
+                raise BagError(
+                    f"bag {bag.path}: its definition of {feat.type} ({feat.topic}) lacks field(s) "
+                    f"{', '.join(lacking)}; the embedded message definition is damaged or not a standard one"
+                )
+
+
+# Fields the image decoders read (lerobot_ros.images).
+IMAGE_FIELDS = {
+    "sensor_msgs/msg/Image": ("height", "width", "encoding", "is_bigendian", "step", "data"),
+    "sensor_msgs/msg/CompressedImage": ("format", "data"),
+}
 
 
 def _check_field_path(bag: BagSource, feat: FeatureContract, path: str) -> None:

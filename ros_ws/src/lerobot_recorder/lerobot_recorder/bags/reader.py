@@ -158,6 +158,8 @@ class BagSource:
             elif conn.msgtype not in store.fielddefs:
                 info.readable = False
                 info.problem = "the bag has no definition for this type and the default (Humble) typestore lacks it"
+            elif (broken := _unbuildable(store, conn.msgtype)) is not None:
+                info.readable, info.problem = False, broken
             else:
                 fields = store.fielddefs[conn.msgtype][1]
                 info.has_header = bool(fields) and fields[0][0] == "header" and _names_type(fields[0][1], HEADER_TYPE)
@@ -334,6 +336,16 @@ def implausible(msg: Any, msgtype: str) -> str | None:
             values = getattr(msg, name)
             if len(values) and len(values) != len(msg.name):
                 return f"JointState {name} and name lengths differ"
+    return None
+
+
+def _unbuildable(store: Typestore, msgtype: str) -> str | None:
+    """Why rosbags cannot build a (de)serializer for `msgtype` (a definition naming a type nobody defines,
+    e.g. a damaged embedded definition), or None."""
+    try:
+        store.get_msgdef(msgtype)
+    except (KeyError, TypesysError, ValueError, AssertionError) as err:
+        return f"its definition refers to a type no definition gives ({str(err).strip()[:120]})"
     return None
 
 
