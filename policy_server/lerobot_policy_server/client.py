@@ -1,0 +1,115 @@
+"""A client of the policy server: typed calls with per-call timeouts; failures are `RemoteError`s.
+
+`grpc://host:port` addresses are parsed by `parse_address`. The channel reconnects by itself with a short
+capped backoff (`RECONNECT_OPTIONS`); calls never wait for a connection (fail fast with UNAVAILABLE), so the
+caller decides when to try again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+import numpy.typing as npt
+
+from lerobot_policy_server import protocol
+from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, PredictRequest, ProtocolError
+from lerobot_policy_server.service import MESSAGE_OPTIONS, one_line
+
+SCHEME = "grpc://"
+RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class RemoteError(Exception):
+    """A call failed: `code` says why (an `ErrorCode`), the message is one line."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_address(url: str) -> tuple[str, int]:
+    """``grpc://host:port`` -> (host, port); ValueError naming what is wrong."""
+    if not url.startswith(SCHEME):
+        raise ValueError(f"{url!r} is not a policy server address; expected grpc://HOST:PORT")
+    rest = url[len(SCHEME) :].rstrip("/")
+    host, sep, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{url!r}: expected grpc://HOST:PORT with a port in 1..65535")
+    return host, int(port_text)
+
+
+class PolicyClient:
+    """Info / Predict / Reset against one server; every call has its own timeout (seconds)."""
+
+    def __init__(self, url: str, timeout_s: float = 5.0) -> None:
+        host, port = parse_address(url)
+        if not timeout_s > 0:
+            raise ValueError(f"timeout must be > 0 s, got {timeout_s}")
+        self.url = url
+        self.timeout_s = timeout_s
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._channel = grpc.insecure_channel(target, options=[*MESSAGE_OPTIONS, *RECONNECT_OPTIONS])
+        self._calls = {name: self._channel.unary_unary(f"/{protocol.SERVICE}/{name}") for name in protocol.METHODS}
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> PolicyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, frame: bytes, timeout_s: float | None) -> bytes:
+        try:
+            reply: bytes = self._calls[method](frame, timeout=timeout_s or self.timeout_s, wait_for_ready=False)
+        except grpc.RpcError as err:
+            status: Any = err
+            code_name = status.code().name if status.code() is not None else "UNKNOWN"
+            code = ErrorCode(code_name) if code_name in ErrorCode.__members__ else ErrorCode.UNKNOWN
+            details = one_line(status.details() or code_name)
+            if code is ErrorCode.UNAVAILABLE:
+                details = f"policy server {self.url} unreachable: {details}"
+            elif code is ErrorCode.DEADLINE_EXCEEDED:
+                details = f"policy server {self.url} did not answer {method} within {timeout_s or self.timeout_s:g} s"
+            raise RemoteError(code, details) from None
+        return reply
+
+    def _decode(self, decode: Any, data: bytes) -> Any:
+        try:
+            return decode(data)
+        except ProtocolError as err:
+            raise RemoteError(err.code, f"policy server {self.url} sent a bad reply: {err}") from None
+
+    def info(self, timeout_s: float | None = None) -> PolicyInfo:
+        info: PolicyInfo = self._decode(
+            protocol.decode_info, self._call("Info", protocol.encode_info_request(), timeout_s)
+        )
+        return info
+
+    def reset(self, timeout_s: float | None = None) -> None:
+        self._decode(protocol.decode_reset_reply, self._call("Reset", protocol.encode_reset_request(), timeout_s))
+
+    def predict(
+        self,
+        observation: Mapping[str, npt.NDArray[Any]],
+        stamp_ns: int,
+        task: str = "",
+        timeout_s: float | None = None,
+    ) -> PredictReply:
+        frame = protocol.encode_predict_request(PredictRequest(int(stamp_ns), task, observation))
+        reply: PredictReply = self._decode(protocol.decode_predict_reply, self._call("Predict", frame, timeout_s))
+        if reply.stamp_ns != int(stamp_ns) or reply.task != task:
+            raise RemoteError(
+                ErrorCode.INTERNAL,
+                f"policy server {self.url} answered for stamp {reply.stamp_ns} / task {reply.task!r}, "
+                f"asked for {stamp_ns} / {task!r}",
+            )
+        return reply

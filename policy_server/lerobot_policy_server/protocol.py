@@ -1,0 +1,335 @@
+"""The policy server's wire protocol: typed messages, encoded without pickle (numpy only, no grpc, no torch).
+
+Every message is one frame::
+
+    b"LRPS" | version: u16 | kind: u16 | header length: u32 | header: UTF-8 JSON object | payload
+
+all integers little-endian. The header holds the message's plain fields and, under ``"tensors"``, one entry
+per array: ``{"name", "dtype", "shape", "offset", "nbytes"}`` locating its raw little-endian bytes in the
+payload. Only the dtypes in `DTYPES` are accepted; sizes, offsets and shapes are checked before a byte is
+read, so a malformed frame is a `ProtocolError` naming what is wrong, never code execution.
+
+The service (`SERVICE`) has three unary methods, each taking and returning one frame:
+``Info`` (what the policy needs and returns), ``Predict`` (an observation -> a chunk) and ``Reset`` (start
+of an episode). Failures are gRPC status codes (`ErrorCode`) with a one-line message.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+PROTOCOL_VERSION = 1
+MAGIC = b"LRPS"
+SERVICE = "lerobot_policy_server.PolicyServer"
+METHODS = ("Info", "Predict", "Reset")
+DEFAULT_PORT = 50051
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+MAX_DIMS = 8
+DTYPES = ("uint8", "int32", "int64", "float16", "float32", "float64", "bool")
+_PREFIX = struct.Struct("<4sHHI")
+
+
+class Kind(enum.IntEnum):
+    INFO_REQUEST = 1
+    INFO_REPLY = 2
+    PREDICT_REQUEST = 3
+    PREDICT_REPLY = 4
+    RESET_REQUEST = 5
+    RESET_REPLY = 6
+
+
+class ErrorCode(str, enum.Enum):
+    """Why a call failed; the values are gRPC status code names."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"  # the observation does not fit the policy
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"  # protocol version mismatch, policy cannot be served
+    INTERNAL = "INTERNAL"  # the policy raised during inference
+    UNAVAILABLE = "UNAVAILABLE"  # no server at the address, or it went away
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # no answer within the call's timeout
+    UNIMPLEMENTED = "UNIMPLEMENTED"  # not a policy server (unknown method)
+    UNKNOWN = "UNKNOWN"
+
+
+class ProtocolError(ValueError):
+    """A frame cannot be decoded (bad magic, version, kind, header or tensor); the message says which."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_ARGUMENT) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One observation input as it travels: cameras (H, W, 3) uint8, vectors float32 of `shape`."""
+
+    key: str
+    shape: tuple[int, ...]
+    dtype: str
+    visual: bool
+
+    def check(self, value: npt.NDArray[Any]) -> None:
+        """ProtocolError when `value` is not this feature's dtype and shape."""
+        if value.dtype.name != self.dtype or tuple(value.shape) != self.shape:
+            raise ProtocolError(
+                f"observation {self.key!r}: got {value.dtype} {tuple(value.shape)}, the policy needs "
+                f"{self.dtype} {self.shape}" + (" (H, W, 3) as the camera gives it" if self.visual else "")
+            )
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """What the served policy needs and returns (the Info reply)."""
+
+    policy_type: str
+    name: str
+    backend: str  # "lerobot" (LeRobot's own classes and processors) or "lerobot_training"
+    device: str
+    inputs: tuple[FeatureSpec, ...]
+    action_dim: int
+    horizon: int
+    action_names: tuple[str, ...] = ()
+    fps: float | None = None
+    language: bool = False  # whether the policy reads the task text
+    contract_yaml: str = ""  # the checkpoint's contract.yaml, when it has one
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """One observation: `stamp_ns` is its time on the robot's clock, echoed in the reply."""
+
+    stamp_ns: int
+    task: str
+    observation: Mapping[str, npt.NDArray[Any]]
+
+
+@dataclass(frozen=True)
+class PredictReply:
+    """A chunk of (horizon, action_dim) actions in dataset units, for the request stamped `stamp_ns`."""
+
+    stamp_ns: int
+    task: str
+    actions: npt.NDArray[Any]
+    inference_time_s: float
+    action_names: tuple[str, ...] = ()
+
+
+def _frame(kind: Kind, fields: Mapping[str, Any], tensors: Mapping[str, npt.NDArray[Any]] | None = None) -> bytes:
+    entries = []
+    blobs = []
+    offset = 0
+    for name, array in (tensors or {}).items():
+        value = np.asarray(array)
+        if value.dtype.name not in DTYPES:
+            raise ProtocolError(f"tensor {name!r}: dtype {value.dtype} cannot be sent (allowed: {', '.join(DTYPES)})")
+        if value.ndim > MAX_DIMS:
+            raise ProtocolError(f"tensor {name!r}: {value.ndim} dimensions, at most {MAX_DIMS}")
+        data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
+        entries.append({"name": name, "dtype": value.dtype.name, "shape": list(value.shape), "offset": offset,
+                        "nbytes": len(data)})  # fmt: skip
+        blobs.append(data)
+        offset += len(data)
+    header = json.dumps({**fields, "tensors": entries}, allow_nan=False, separators=(",", ":")).encode()
+    return _PREFIX.pack(MAGIC, PROTOCOL_VERSION, int(kind), len(header)) + header + b"".join(blobs)
+
+
+def _tensor(entry: Any, payload: memoryview) -> tuple[str, npt.NDArray[Any]]:
+    if not isinstance(entry, dict):
+        raise ProtocolError("tensor entry is not an object")
+    name, dtype, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
+    offset, nbytes = entry.get("offset"), entry.get("nbytes")
+    if not isinstance(name, str):
+        raise ProtocolError("tensor entry without a string name")
+    if dtype not in DTYPES:
+        raise ProtocolError(f"tensor {name!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_DIMS
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        raise ProtocolError(f"tensor {name!r}: shape {shape!r} is not a list of at most {MAX_DIMS} sizes")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (offset, nbytes)):
+        raise ProtocolError(f"tensor {name!r}: offset/nbytes must be non-negative integers")
+    assert isinstance(offset, int) and isinstance(nbytes, int)
+    np_dtype = np.dtype(dtype).newbyteorder("<")
+    if math.prod(shape) * np_dtype.itemsize != nbytes:
+        raise ProtocolError(f"tensor {name!r}: {nbytes} bytes do not hold {dtype} {tuple(shape)}")
+    if offset + nbytes > len(payload):
+        raise ProtocolError(f"tensor {name!r}: bytes {offset}..{offset + nbytes} lie beyond the payload")
+    array = np.frombuffer(payload[offset : offset + nbytes], dtype=np_dtype).reshape(shape)
+    return name, array.astype(np.dtype(dtype), copy=False)
+
+
+def _unframe(data: bytes, expected: Kind) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+    if len(data) < _PREFIX.size:
+        raise ProtocolError(f"frame of {len(data)} bytes is shorter than its {_PREFIX.size}-byte prefix")
+    magic, version, kind, header_len = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise ProtocolError("not a lerobot_policy_server frame (bad magic)")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"peer speaks protocol version {version}, this side {PROTOCOL_VERSION}; install the same "
+            "lerobot-policy-server version on both hosts",
+            ErrorCode.FAILED_PRECONDITION,
+        )
+    if kind != expected:
+        raise ProtocolError(f"expected a {expected.name} frame, got kind {kind}")
+    if header_len > MAX_HEADER_BYTES or _PREFIX.size + header_len > len(data):
+        raise ProtocolError(f"header length {header_len} does not fit the {len(data)}-byte frame")
+    view = memoryview(data)
+    try:
+        header = json.loads(bytes(view[_PREFIX.size : _PREFIX.size + header_len]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ProtocolError(f"header is not UTF-8 JSON: {err}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("tensors"), list):
+        raise ProtocolError("header is not an object with a 'tensors' list")
+    payload = view[_PREFIX.size + header_len :]
+    tensors = dict(_tensor(entry, payload) for entry in header.pop("tensors"))
+    return header, tensors
+
+
+def _get(header: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    value = header.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ProtocolError(f"field {name!r} is missing or not of type {kind}")
+    return value
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ProtocolError(f"field {what!r} must be a list of strings")
+    return tuple(value)
+
+
+def encode_info_request() -> bytes:
+    return _frame(Kind.INFO_REQUEST, {})
+
+
+def decode_info_request(data: bytes) -> None:
+    _unframe(data, Kind.INFO_REQUEST)
+
+
+def encode_reset_request() -> bytes:
+    return _frame(Kind.RESET_REQUEST, {})
+
+
+def decode_reset_request(data: bytes) -> None:
+    _unframe(data, Kind.RESET_REQUEST)
+
+
+def encode_reset_reply() -> bytes:
+    return _frame(Kind.RESET_REPLY, {})
+
+
+def decode_reset_reply(data: bytes) -> None:
+    _unframe(data, Kind.RESET_REPLY)
+
+
+def encode_info(info: PolicyInfo) -> bytes:
+    fields = {
+        "policy_type": info.policy_type,
+        "name": info.name,
+        "backend": info.backend,
+        "device": info.device,
+        "inputs": [{"key": f.key, "shape": list(f.shape), "dtype": f.dtype, "visual": f.visual} for f in info.inputs],
+        "action_dim": info.action_dim,
+        "horizon": info.horizon,
+        "action_names": list(info.action_names),
+        "fps": info.fps,
+        "language": info.language,
+        "contract_yaml": info.contract_yaml,
+        "versions": dict(info.versions),
+    }
+    return _frame(Kind.INFO_REPLY, fields)
+
+
+def decode_info(data: bytes) -> PolicyInfo:
+    header, _ = _unframe(data, Kind.INFO_REPLY)
+    inputs = []
+    for entry in _get(header, "inputs", list):
+        if not isinstance(entry, dict):
+            raise ProtocolError("field 'inputs' must hold objects")
+        shape = _get(entry, "shape", list)
+        if not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ProtocolError(f"input {entry.get('key')!r}: bad shape {shape!r}")
+        dtype = _get(entry, "dtype", str)
+        if dtype not in DTYPES:
+            raise ProtocolError(f"input {entry.get('key')!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        inputs.append(FeatureSpec(_get(entry, "key", str), tuple(shape), dtype, bool(_get(entry, "visual", bool))))
+    fps = header.get("fps")
+    if fps is not None and (not isinstance(fps, (int, float)) or isinstance(fps, bool) or not fps > 0):
+        raise ProtocolError(f"field 'fps' must be a positive number or null, got {fps!r}")
+    versions = header.get("versions", {})
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise ProtocolError("field 'versions' must map names to strings")
+    action_dim, horizon = _get(header, "action_dim", int), _get(header, "horizon", int)
+    if action_dim < 1 or horizon < 1:
+        raise ProtocolError(f"action_dim {action_dim} and horizon {horizon} must be >= 1")
+    return PolicyInfo(
+        policy_type=_get(header, "policy_type", str),
+        name=_get(header, "name", str),
+        backend=_get(header, "backend", str),
+        device=_get(header, "device", str),
+        inputs=tuple(inputs),
+        action_dim=action_dim,
+        horizon=horizon,
+        action_names=_names(header.get("action_names", []), "action_names"),
+        fps=None if fps is None else float(fps),
+        language=bool(_get(header, "language", bool)),
+        contract_yaml=_get(header, "contract_yaml", str),
+        versions=versions,
+    )
+
+
+def encode_predict_request(request: PredictRequest) -> bytes:
+    return _frame(Kind.PREDICT_REQUEST, {"stamp_ns": int(request.stamp_ns), "task": request.task}, request.observation)
+
+
+def decode_predict_request(data: bytes) -> PredictRequest:
+    header, tensors = _unframe(data, Kind.PREDICT_REQUEST)
+    return PredictRequest(_get(header, "stamp_ns", int), _get(header, "task", str), tensors)
+
+
+def encode_predict_reply(reply: PredictReply) -> bytes:
+    fields = {
+        "stamp_ns": int(reply.stamp_ns),
+        "task": reply.task,
+        "inference_time_s": float(reply.inference_time_s),
+        "action_names": list(reply.action_names),
+    }
+    return _frame(Kind.PREDICT_REPLY, fields, {"actions": reply.actions})
+
+
+def decode_predict_reply(data: bytes) -> PredictReply:
+    header, tensors = _unframe(data, Kind.PREDICT_REPLY)
+    actions = tensors.get("actions")
+    if actions is None or actions.ndim != 2 or actions.dtype.kind != "f":
+        shape = None if actions is None else (actions.dtype, actions.shape)
+        raise ProtocolError(f"reply needs a 2-D float 'actions' tensor, got {shape}")
+    seconds = _get(header, "inference_time_s", (int, float))
+    return PredictReply(
+        stamp_ns=_get(header, "stamp_ns", int),
+        task=_get(header, "task", str),
+        actions=actions,
+        inference_time_s=float(seconds),
+        action_names=_names(header.get("action_names", []), "action_names"),
+    )
+
+
+def check_observation(inputs: tuple[FeatureSpec, ...], observation: Mapping[str, npt.NDArray[Any]]) -> None:
+    """ProtocolError naming the first input that is missing or not of its declared dtype and shape."""
+    for spec in inputs:
+        value = observation.get(spec.key)
+        if value is None:
+            raise ProtocolError(f"observation lacks {spec.key!r}; the policy needs {[s.key for s in inputs]}")
+        spec.check(value)

@@ -1,0 +1,141 @@
+"""The gRPC service around a loaded policy: generic handlers on raw frames (no generated code, no pickle).
+
+Each method decodes its request with `protocol`, so a malformed or wrong-version frame is answered with a
+typed status (INVALID_ARGUMENT / FAILED_PRECONDITION) and a one-line message instead of an exception trace.
+Inferences run one at a time (one model); Info and Reset never wait behind a running inference's bytes.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent import futures
+from typing import Any, NoReturn, Protocol
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+
+from lerobot_policy_server import protocol
+from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
+
+# Channel options of both ends: frames carry camera images (a few MB), far above gRPC's 4 MB default.
+MESSAGE_OPTIONS = [
+    ("grpc.max_receive_message_length", protocol.MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", protocol.MAX_MESSAGE_BYTES),
+]
+
+
+class ObservationError(ValueError):
+    """The observation does not fit the policy (answered INVALID_ARGUMENT)."""
+
+
+class ServedPolicy(Protocol):
+    """What the server serves: a backend of `backends`, or any object with these members."""
+
+    info: PolicyInfo
+
+    def predict(self, observation: Mapping[str, npt.NDArray[Any]], task: str) -> npt.NDArray[Any]:
+        """(horizon, action_dim) actions in dataset units for one observation."""
+
+    def reset(self) -> None:
+        """Forget per-episode state (observation queues, action queues)."""
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class PolicyService:
+    """Info / Predict / Reset on raw frames."""
+
+    def __init__(self, policy: ServedPolicy) -> None:
+        self.policy = policy
+        self._info_frame = protocol.encode_info(policy.info)
+        self._lock = threading.Lock()
+        self.predictions = 0
+
+    @staticmethod
+    def _abort(context: grpc.ServicerContext, code: ErrorCode, message: str) -> NoReturn:
+        context.abort(grpc.StatusCode[code.value], one_line(message))
+        raise AssertionError("unreachable")  # context.abort raises
+
+    def info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            protocol.decode_info_request(request)
+        except ProtocolError as err:
+            self._abort(context, err.code, str(err))
+        return self._info_frame
+
+    def reset(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            protocol.decode_reset_request(request)
+        except ProtocolError as err:
+            self._abort(context, err.code, str(err))
+        with self._lock:
+            self.policy.reset()
+        return protocol.encode_reset_reply()
+
+    def predict(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            decoded = protocol.decode_predict_request(request)
+            protocol.check_observation(self.policy.info.inputs, decoded.observation)
+        except ProtocolError as err:
+            self._abort(context, err.code, str(err))
+        with self._lock:
+            start = time.perf_counter()
+            try:
+                actions = np.asarray(self.policy.predict(decoded.observation, decoded.task))
+            except ObservationError as err:
+                self._abort(context, ErrorCode.INVALID_ARGUMENT, str(err))
+            except Exception as err:  # a failing model is reported to the caller; the server keeps serving
+                self._abort(context, ErrorCode.INTERNAL, f"inference failed: {type(err).__name__}: {err}")
+            elapsed = time.perf_counter() - start
+            self.predictions += 1
+        reply = PredictReply(decoded.stamp_ns, decoded.task, actions, elapsed, self.policy.info.action_names)
+        try:
+            return protocol.encode_predict_reply(reply)
+        except ProtocolError as err:
+            self._abort(context, ErrorCode.INTERNAL, f"the policy's actions cannot be sent: {err}")
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        methods: dict[str, Callable[[bytes, grpc.ServicerContext], bytes]] = {
+            "Info": self.info,
+            "Predict": self.predict,
+            "Reset": self.reset,
+        }
+        return grpc.method_handlers_generic_handler(
+            protocol.SERVICE, {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
+        )
+
+
+def start_server(policy: ServedPolicy, host: str = "0.0.0.0", port: int = protocol.DEFAULT_PORT) -> tuple[Any, int]:
+    """Start serving `policy` on host:port (port 0 = any free port); returns (grpc server, bound port)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=MESSAGE_OPTIONS)
+    server.add_generic_rpc_handlers((PolicyService(policy).handler(),))
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bound = server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot listen on {address} (port in use or host not local)")
+    server.start()
+    return server, bound
+
+
+def serve_forever(server: Any, grace_s: float = 1.0) -> None:
+    """Block until SIGINT/SIGTERM, then stop the server (running calls get `grace_s` to finish)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop(grace_s).wait()
