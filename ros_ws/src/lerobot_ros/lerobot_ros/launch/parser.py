@@ -382,12 +382,16 @@ def _scalar_text(value: Any) -> str:
 
 
 def prefix_namespace(base: str | None, namespace: str | None) -> str | None:
-    """`namespace` under `base` (launch_ros semantics): absolute namespaces replace the base."""
-    if namespace is None or namespace == "":
-        return base
-    if base is None or namespace.startswith("/"):
-        return namespace
-    return f"{base.rstrip('/')}/{namespace}"
+    """`namespace` under `base`, as launch_ros's `prefix_namespace`: an absolute namespace replaces the base."""
+    if base is None and namespace is None:
+        return None
+    if namespace is None:
+        combined = cast(str, base)
+    elif not base or namespace.startswith("/"):
+        combined = namespace
+    else:
+        combined = ("" if base == "/" else base) + "/" + namespace
+    return combined if combined == "/" else combined.rstrip("/")
 
 
 def make_namespace_absolute(namespace: str | None) -> str | None:
@@ -397,10 +401,11 @@ def make_namespace_absolute(namespace: str | None) -> str | None:
 
 
 def _validate_namespace(namespace: str, location: Location) -> str:
-    tokens = [t for t in namespace.split("/") if t]
-    if namespace != "/" and (namespace.endswith("/") or "//" in namespace or not tokens):
-        namespace = "/" + "/".join(tokens)
-    for token in tokens:
+    """rmw's namespace rules (launch_ros validates with them): `/` or `/token/token...`."""
+    tokens = namespace.split("/")[1:]
+    if namespace != "/" and (not namespace.startswith("/") or "" in tokens):
+        raise LaunchFileError(location, f"invalid namespace {namespace!r}: no empty parts ('//' or a trailing '/')")
+    for token in tokens if namespace != "/" else []:
         if not _NAME_TOKEN.match(token):
             raise LaunchFileError(
                 location,
