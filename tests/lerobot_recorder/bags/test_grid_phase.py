@@ -67,9 +67,10 @@ def test_grid_start_follows_the_cameras_measured_phase() -> None:
     first = max(stamps[0] for stamps in window.values())
     t0 = grid_start(window, FPS)
     assert first <= t0 < first + NS // FPS  # frame 0 holds real data, and is at most one frame later
-    # Just after the later camera's stamps (15 ms phase + up to 2 ms jitter), not in the middle of them.
+    # Just after the later camera's stamps (15 ms phase + up to 2 ms jitter; PHASE_MARGIN = 3 measured jitters),
+    # not in the middle of them.
     phase = (t0 - 15 * MS) % round(NS / FPS)
-    assert 2 * MS <= phase <= 6 * MS
+    assert 2 * MS <= phase <= 7 * MS
 
 
 def test_grid_start_without_periodic_streams_is_the_last_first_sample() -> None:
