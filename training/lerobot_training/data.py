@@ -300,16 +300,26 @@ class StepBatchSampler(Sampler[list[tuple[int, int]]]):
 
     Positions run through a fresh seeded permutation each epoch; `draw` is the sample's global serial
     number mixed with the seed, so step k's batch is a function of (seed, k) alone.
+
+    With `world_size` ranks, step k's global batch has `batch_size * world_size` samples (the batch one
+    process at that size draws) and rank r gets its r-th slice of `batch_size`.
     """
 
-    def __init__(self, size: int, batch_size: int, seed: int, start_step: int, total_steps: int) -> None:
+    def __init__(
+        self, size: int, batch_size: int, seed: int, start_step: int, total_steps: int, rank: int = 0,
+        world_size: int = 1,
+    ) -> None:  # fmt: skip
         if size < 1:
             raise ValueError("cannot sample batches from an empty dataset")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not within world_size {world_size}")
         self.size = size
         self.batch_size = batch_size
         self.seed = seed
         self.start_step = start_step
         self.total_steps = total_steps
+        self.rank = rank
+        self.world_size = world_size
 
     def __len__(self) -> int:
         return max(0, self.total_steps - self.start_step)
@@ -319,10 +329,12 @@ class StepBatchSampler(Sampler[list[tuple[int, int]]]):
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         cached_epoch, permutation = -1, np.empty(0, dtype=np.int64)
+        global_batch = self.batch_size * self.world_size
+        first = self.rank * self.batch_size
         for step in range(self.start_step, self.total_steps):
             batch = []
-            for j in range(self.batch_size):
-                serial = step * self.batch_size + j
+            for j in range(first, first + self.batch_size):
+                serial = step * global_batch + j
                 epoch, offset = divmod(serial, self.size)
                 if epoch != cached_epoch:
                     cached_epoch, permutation = epoch, self._permutation(epoch)

@@ -60,6 +60,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the final checkpoint to this model repo")
     parser.add_argument("--private", action="store_true", help="create the hub repo private")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        help="data-parallel processes on this machine (torchrun; --batch-size is per process). For several "
+        "machines run `torchrun --nnodes ... -m lerobot_ros.cli train ...` on each (training/README.md)",
+    )
 
 
 _FLAG_FIELDS = {
@@ -107,11 +114,66 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    """The command line of `args` without `--nproc` (what each torchrun worker runs)."""
+    argv: list[str] = []
+    for flag in ("dataset", "policy", "out", "push_to_hub", *_FLAG_FIELDS):
+        value = getattr(args, flag)
+        option = "--" + ("feature" if flag == "features" else flag.replace("_", "-"))
+        if value is None or flag in ("augment",):
+            continue
+        if flag == "features":
+            for item in value:
+                argv += [option, str(item)]
+        elif flag == "eval_env_kwargs":
+            argv += [option, json.dumps(value)]
+        else:
+            argv += [option, str(value)]
+    for item in args.overrides:
+        argv += ["--set", item]
+    switches = ("resume", "private", "no_progress", "augment")
+    argv += [f"--{flag.replace('_', '-')}" for flag in switches if getattr(args, flag)]
+    return argv
+
+
+def _launch_torchrun(args: argparse.Namespace) -> int:
+    """Re-run this command under torchrun with `--nproc` processes; one line when a rank fails."""
+    import os
+    import subprocess
+    import sys
+
+    if args.nproc < 1:
+        raise CommandError(f"--nproc must be >= 1, got {args.nproc}")
+    if "WORLD_SIZE" in os.environ:
+        raise CommandError("--nproc is for a plain process; under torchrun, give torchrun --nproc-per-node instead")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc}",
+        "-m", "lerobot_ros.cli", "train", *_argv_of(args),
+    ]  # fmt: skip
+    try:
+        result = subprocess.run(command, check=False)
+    except KeyboardInterrupt:
+        return 130
+    if result.returncode != 0:
+        from lerobot_training.trainer import last_checkpoint
+
+        last = last_checkpoint(args.out)
+        where = f"the last complete checkpoint is {last} (continue with --resume)" if last else "no checkpoint saved"
+        raise CommandError(
+            f"distributed training failed (torchrun exit status {result.returncode}: a rank died or raised, see its "
+            f"lines above); {where}",
+            exit_code=1,
+        )
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from lerobot_recorder.dataset import DatasetError
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import TrainConfig, Trainer
 
+    if args.nproc != 1:
+        return _launch_torchrun(args)
     given = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if getattr(args, flag) is not None}
     try:
         if args.resume:
@@ -136,7 +198,10 @@ def _run(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 **given,
             )
-        final = Trainer(config, resume=args.resume, write=print).train()
+        trainer = Trainer(config, resume=args.resume, write=print)
+        final = trainer.train()
+        if not trainer.dist.is_main:
+            return 0  # rank 0 reports and pushes
     except (TrainingError, DatasetError) as err:
         raise CommandError(str(err)) from None
     except (ValueError, TypeError) as err:

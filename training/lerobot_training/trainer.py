@@ -37,6 +37,13 @@ from lerobot_training.data import (
     to_policy_batch,
     training_stats,
 )
+from lerobot_training.distributed import (
+    DistributedContext,
+    data_parallel,
+    destroy_process_group,
+    init_process_group,
+    rank_seed,
+)
 from lerobot_training.errors import CheckpointError, PolicyConfigError, TrainingError
 from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, accepts_argument, evaluate, find_env_factory
 from lerobot_training.features import FeatureType
@@ -144,6 +151,12 @@ def _checkpoint_dirs(out: Path) -> list[Path]:
     return sorted(complete, key=lambda p: int(p.name))
 
 
+def last_checkpoint(out: Path) -> Path | None:
+    """The newest complete checkpoint's `pretrained_model` directory of a run, if any."""
+    checkpoints = _checkpoint_dirs(out)
+    return checkpoints[-1] / "pretrained_model" if checkpoints else None
+
+
 class Trainer:
     """Builds the data, the policy and the optimiser from a `TrainConfig` and runs the loop."""
 
@@ -152,8 +165,12 @@ class Trainer:
     ) -> None:
         self.config = config
         self.resume = resume
-        self.write = write or (lambda _line: None)
-        self.device = resolve_device(config.device)
+        self.dist = DistributedContext.from_env()
+        self.write = (write or (lambda _line: None)) if self.dist.is_main else (lambda _line: None)
+        self.device = self.dist.device(resolve_device(config.device))
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        init_process_group(self.dist, self.device)
         self.step = 0
         self._resume_dir: Path | None = None
         if resume:
@@ -161,7 +178,7 @@ class Trainer:
             if not checkpoints:
                 raise CheckpointError(f"--resume: {config.out / 'checkpoints'} holds no checkpoint to resume from")
             self._resume_dir = checkpoints[-1]
-        elif (config.out / "checkpoints").exists():
+        elif (config.out / "checkpoints").exists() and self.dist.is_main:
             raise TrainingError(
                 f"{config.out} already holds a run; pass --resume to continue it or choose another --out"
             )
@@ -181,6 +198,9 @@ class Trainer:
             self.policy = self._build_policy(reader)
         reader.close()
         self.policy.to(self.device).train()
+        self.model = data_parallel(self.policy, self.dist, self.device)  # rank 0's weights and statistics win
+        if self.dist.enabled and self._resume_dir is None:
+            torch.manual_seed(rank_seed(config.seed, self.dist))
         self.camera_keys = [k for k, ft in self.policy.config.input_features.items() if ft.type is FeatureType.VISUAL]
         cache = config.cache_decoded_mb * 2**20
         augmentation = ImageAugmentation() if config.augment else None
@@ -236,6 +256,8 @@ class Trainer:
         if config.pretrained_backbone is not None:  # recorded in config.json as where the backbone started
             fields["pretrained_backbone_weights"] = str(config.pretrained_backbone)
         policy_config = cls.config_class.from_dict(fields)
+        if not self.dist.is_main:  # rank 0 computes the statistics; DDP broadcasts them with the weights
+            return cls(policy_config)
         stats = training_stats(reader, self.train_episodes, {**inputs, **outputs}, image_stats=config.image_stats)
         policy = cls(policy_config, stats)
         backbone = getattr(policy_config, "pretrained_backbone_weights", None)
@@ -330,11 +352,46 @@ class Trainer:
 
     def _batches(self) -> Iterator[dict[str, Tensor]]:
         config = self.config
-        sampler = StepBatchSampler(len(self.train_set), config.batch_size, config.seed, self.step, config.steps)
+        sampler = StepBatchSampler(
+            len(self.train_set), config.batch_size, config.seed, self.step, config.steps, self.dist.rank,
+            self.dist.world_size,
+        )  # fmt: skip
         yield from self._loader(self.train_set, sampler)
 
     def train(self) -> Path:
-        """Run to `config.steps`; returns the final checkpoint's `pretrained_model` directory."""
+        """Run to `config.steps`; returns the final checkpoint's `pretrained_model` directory.
+
+        In a distributed run every rank trains; rank 0 alone logs, validates, evaluates and saves.
+        """
+        try:
+            if self.dist.is_main:
+                return self._train_main()
+            self._train_worker()
+            return self.config.out / "checkpoints" / f"{self.config.steps:06d}" / "pretrained_model"
+        finally:
+            destroy_process_group()
+
+    def _optimisation_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float], Tensor]:
+        loss, logs = self.model(to_policy_batch(batch, self.camera_keys, self.device))
+        if not torch.isfinite(loss):
+            where = f" on rank {self.dist.rank}" if self.dist.enabled else ""
+            raise TrainingError(
+                f"the loss became {float(loss.detach())} at step {self.step + 1}{where}; lower --lr or "
+                "--grad-clip-norm, or check the dataset for NaN values"
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return loss, logs, grad_norm
+
+    def _train_worker(self) -> None:
+        for batch in self._batches():
+            self._optimisation_step(batch)
+
+    def _train_main(self) -> Path:
         config = self.config
         config.out.mkdir(parents=True, exist_ok=True)
         write_atomic(config.out / "train_config.json", (json.dumps(config.to_json(), indent=2) + "\n").encode())
@@ -351,22 +408,11 @@ class Trainer:
             for batch in self._batches():
                 started = time.perf_counter()
                 data_s = started - fetched
-                loss, logs = self.policy.compute_loss(to_policy_batch(batch, self.camera_keys, self.device))
-                if not torch.isfinite(loss):
-                    raise TrainingError(
-                        f"the loss became {float(loss.detach())} at step {self.step + 1}; lower --lr or "
-                        "--grad-clip-norm, or check the dataset for NaN values"
-                    )
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.grad_clip_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.step += 1
+                loss, logs, grad_norm = self._optimisation_step(batch)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 fetched = time.perf_counter()
-                window_samples += config.batch_size
+                window_samples += config.batch_size * self.dist.world_size
                 window_data += data_s
                 window_compute += fetched - started
                 if self.step % config.log_every == 0 or self.step == config.steps:
