@@ -165,7 +165,7 @@ def test_two_ranks_on_two_network_namespaces_train_together(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-            )  # fmt: skip
+            )
         )
     outputs = [process.communicate(timeout=600) for process in processes]
     for process, (_, stderr) in zip(processes, outputs, strict=True):
