@@ -245,3 +245,97 @@ def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert "--rate must be > 0" in capsys.readouterr().err
     assert main(["bag", "play", str(bag), "--topics", "/x"]) == 2
     assert "has no topic /x" in capsys.readouterr().err
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_bag_played_into_the_recorder_gives_bag2dataset_of_that_bag(
+    processes: Any, ros_node: Any, tmp_path: Path
+) -> None:
+    """The live recorder, fed by the player, records what bag2dataset makes of the same bag.
+
+    The recorder marks its episode start (~/episode_start, header stamp = the start on the stamps' clock, here
+    the bag's); that marker and one at the episode's end are added to a copy of the bag, so that
+    `bag2dataset --split marker:` cuts the window the live episode covers.
+    """
+    import subprocess
+    import sys
+
+    import yaml
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from recorder_helpers import record_one_episode, start_recorder, status_watcher
+    from rosbags.rosbag2 import Writer
+
+    from lerobot_msgs.msg import RecorderStatus
+    from lerobot_recorder.bags.synthetic import contract_for
+    from lerobot_recorder.dataset import DatasetReader
+    from lerobot_recorder.recorder.messages import build_typestore
+
+    spec = SyntheticBagSpec(duration_s=8.0, cameras=("front",), height=48, width=64, storage="sqlite3")
+    bag = write_synthetic_bag(tmp_path / "bag", spec)
+    contract = tmp_path / "contract.yaml"
+    contract.write_text(yaml.safe_dump(contract_for(spec).raw, sort_keys=False))
+
+    markers: list[bytes] = []
+    latched = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+    ros_node.create_subscription(RecorderStatus, "/recorder/episode_start", markers.append, latched, raw=True)
+    watcher = status_watcher(ros_node)
+    live = tmp_path / "live"
+    start_recorder(processes, live, contract=str(contract), start_session=False, reliable=True, latency_s=0.3)
+    watcher.wait_state("idle", timeout=40)
+    player = play(processes, bag)
+    player.wait_for_output(r"playing ", timeout=60)
+    time.sleep(1.0)  # a second into the bag
+    duration_s = 3.0
+    result, _ = record_one_episode(ros_node, "play", duration_s)
+    assert result.saved, result.message
+    assert player.wait(60) == 0, player.output()[-3000:]
+    assert len(markers) == 1
+
+    # The same bag, plus the episode's start marker and one at its end.
+    from rclpy.serialization import deserialize_message
+
+    start_ns = Time_ns(deserialize_message(markers[0], RecorderStatus).header.stamp)
+    marked = tmp_path / "marked"
+    store = build_typestore(["lerobot_msgs/msg/RecorderStatus"], [sys.prefix])
+    with BagSource(bag) as source:
+        stored = list(source.messages(set(source.info.topics)))
+        types = {t: i.msgtype for t, i in source.info.topics.items()}
+        store.register({k: v for k, v in source.typestore.fielddefs.items() if k not in store.fielddefs})
+    with Writer(marked, version=9) as writer:
+        conns = {t: writer.add_connection(t, m, typestore=store) for t, m in types.items()}
+        marker = writer.add_connection("/recorder/episode_start", "lerobot_msgs/msg/RecorderStatus", typestore=store)
+        end_msg = deserialize_message(markers[0], RecorderStatus)
+        end_ns = start_ns + round(duration_s * NS)
+        end_msg.header.stamp.sec, end_msg.header.stamp.nanosec = divmod(end_ns, NS)
+        from rclpy.serialization import serialize_message
+
+        pending = sorted([(start_ns, markers[0]), (end_ns, serialize_message(end_msg))])
+        for topic, stamp, raw in stored:
+            while pending and pending[0][0] <= stamp:
+                at, payload = pending.pop(0)
+                writer.write(marker, at, payload)
+            writer.write(conns[topic], stamp, bytes(raw))
+    converted = tmp_path / "converted"
+    run = subprocess.run(
+        [venv_script("lerobot-ros"), "bag2dataset", str(marked), "--contract", str(contract), "--output",
+         str(converted), "--split", "marker:/recorder/episode_start", "--task", "play", "--quiet"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    live_data, offline = DatasetReader(live), DatasetReader(converted)
+    assert live_data.num_episodes == 1
+    live_frames = live_data.episode_range(0)
+    offline_frames = offline.episode_range(0)
+    n_live, n_off = live_frames[1] - live_frames[0], offline_frames[1] - offline_frames[0]
+    print(f"live {n_live} frames, bag2dataset {n_off} frames")
+    assert n_live >= 0.8 * duration_s * 30 and abs(n_live - n_off) <= 1, (n_live, n_off)
+    for i in range(min(n_live, n_off)):
+        a, b = live_data[live_frames[0] + i], offline[offline_frames[0] + i]
+        for key in ("observation.state", "action", "observation.images.front"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{key} frame {i}")
+        assert a["timestamp"] == pytest.approx(b["timestamp"], abs=1e-4)
+
+
+def Time_ns(stamp: Any) -> int:
+    return int(stamp.sec) * NS + int(stamp.nanosec)
