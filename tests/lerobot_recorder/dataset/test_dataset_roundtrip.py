@@ -92,19 +92,24 @@ def test_vectors_round_trip(tmp_path: Path) -> None:
 
 def test_create_refuses_existing_root(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()).close()
+    with DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()) as writer:
+        writer.start_episode("kept")
+        writer.add_frame(vector_frame(np.random.default_rng(1), 0, 1))
+        writer.save_episode()
     from lerobot_recorder.dataset import DatasetExistsError
 
     with pytest.raises(DatasetExistsError, match=r"DatasetWriter\.open"):
         DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features())
 
 
-def test_empty_dataset_is_valid_and_reopens(tmp_path: Path) -> None:
+def test_empty_dataset_is_not_valid_but_reopens(tmp_path: Path) -> None:
+    """Issue 18 #4: LeRobot cannot load a root without a committed episode; validate says so in one line."""
     from lerobot_recorder.dataset.validate import validate
 
     root = tmp_path / "ds"
     DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()).close()
-    assert validate(root) == []
+    problems = validate(root)
+    assert len(problems) == 1 and "no committed episode" in problems[0].message, problems
     with DatasetReader(root) as reader:
         assert len(reader) == 0 and reader.num_episodes == 0
     with DatasetWriter.open(root) as writer:

@@ -99,6 +99,28 @@ def test_bad_image_counted_with_its_reason(tmp_path: Path) -> None:
     sink.close()
 
 
+def test_a_non_finite_vector_drops_the_frame_not_the_episode(tmp_path: Path) -> None:
+    """Issue 18 #3: a NaN that reaches the sink (the contract refuses it earlier) never reaches the dataset."""
+    root = tmp_path / "ds"
+    writer = DatasetWriter.create(root, repo_id="t/s", fps=10, features=CONTRACT.feature_specs())
+    sink, events, done = make_sink(writer)
+    sink.start_episode("task")
+    sink.put_frame(frame(0))
+    poisoned = frame(1)
+    state = poisoned.picks["observation.state"].sample
+    poisoned.picks["observation.state"] = Pick(Sample(state.stamp_ns, state.seq, np.array([1.0, np.nan])))
+    sink.put_frame(poisoned)
+    sink.put_frame(frame(2))
+    sink.save_episode()
+    assert done.wait(20)
+    sink.close()
+    assert [e.kind for e in events] == ["started", "saved"] and events[-1].frames == 2
+    assert sink.counters.bad_frames == 1 and "non-finite" in sink.counters.last_problem
+    assert validate(root) == []
+    with DatasetReader(root) as reader:
+        assert all(np.isfinite(reader[i]["observation.state"]).all() for i in range(len(reader)))
+
+
 class BlockedWriter:
     """A writer whose add_frame waits until released (a stalled disk), or raises `error`."""
 

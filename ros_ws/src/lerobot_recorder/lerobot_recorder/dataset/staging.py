@@ -162,7 +162,10 @@ class EpisodeStager:
         )
 
     def add_frame(self, frame: Mapping[str, Any]) -> None:
-        """Add one frame: a value for every feature (FeatureError, and nothing added, when one is wrong)."""
+        """Add one frame: a value for every feature (FeatureError, and nothing added, when one is wrong).
+
+        A numeric value with NaN or +-inf is wrong too (also when a float64 value overflows float32).
+        """
         if self._done:
             raise EpisodeStateError("the episode is already finished")
         features = self._features
@@ -176,6 +179,13 @@ class EpisodeStager:
         if missing:
             raise FeatureError(f"frame lacks feature(s) {', '.join(map(repr, missing))}")
         checked = {key: coerce_value(key, spec, frame[key]) for key, spec in features.items()}
+        for key, value in checked.items():
+            is_float = key not in self._cameras and isinstance(value, np.ndarray) and value.dtype.kind == "f"
+            if is_float and not np.isfinite(value).all():
+                raise FeatureError(
+                    f"feature {key!r} holds a non-finite value ({value.tolist()}); NaN/inf are never stored "
+                    "(LeRobot cannot use their statistics): refuse the sample before it reaches the frame"
+                )
         for key, value in checked.items():
             camera = self._cameras.get(key)
             if camera is not None:

@@ -57,23 +57,43 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     if info is None:
         return report.problems
     journal = root / STAGING_DIR / "commit-journal.json"
-    if journal.is_file():
+    pending = _pending_renames(root, journal)
+    if pending:
         report.add(
             str(journal.relative_to(root)),
-            "a commit was interrupted after it was decided; finish it with "
-            "`lerobot-ros dataset validate --repair ROOT` (or DatasetWriter.open)",
+            f"a commit was interrupted after it was decided ({pending} file(s) not yet in place, so the files "
+            "disagree); finish it with `lerobot-ros dataset validate --repair ROOT` (or DatasetWriter.open)",
         )
     if any(path.is_file() for path in (root / "images").rglob("*")):  # LeRobot leaves the empty folders
         report.add("images/", "leftover PNG frames of an unfinished LeRobot recording (save_episode deletes them)")
+    if not info["total_episodes"] and not episode_files(root) and not data_files(root):
+        report.add(
+            INFO_PATH,
+            "the dataset holds no committed episode (a recording or conversion stopped before its first save); "
+            "LeRobot cannot load it: record into it again (the writer takes it over) or delete the folder",
+        )
+        return report.problems
     features = _check_features(info, report)
     tasks = _check_tasks(root, info, report)
     episodes = _check_episodes(root, info, tasks, report)
     _check_data(root, info, features, episodes, tasks, report)
+    _check_episode_stats(episodes, report)
     if info["total_episodes"]:  # stats.json appears with the first episode
         _check_stats(root, features, int(info["total_frames"]), report)
     if check_videos:
         _check_videos(root, info, features, episodes, report)
     return report.problems
+
+
+def _pending_renames(root: Path, journal: Path) -> int:
+    """Files a decided commit has still to move into place (0: none, or its journal is only a leftover)."""
+    try:
+        plan = json.loads(journal.read_text())
+        return sum(1 for src, _ in plan["renames"] if (root / src).exists())
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0  # a torn journal: the commit was never decided, the files are the previous commit's
 
 
 def _check_info(root: Path, report: _Report) -> dict[str, Any] | None:
@@ -255,6 +275,8 @@ def _check_data(
                 lengths = pa.compute.list_value_length(column).to_numpy(zero_copy_only=False)
                 if (lengths != spec.shape[0]).any():
                     report.add(rel, f"column {key!r} holds vectors whose length differs from {spec.shape[0]}")
+                    continue
+            _check_finite_column(rel, key, spec, column, table, report)
         index = table.column("index").to_numpy()
         episode_index = table.column("episode_index").to_numpy()
         frame_index = table.column("frame_index").to_numpy()
@@ -310,6 +332,52 @@ def _check_data(
         )
 
 
+def _check_finite_column(
+    rel: str, key: str, spec: FeatureSpec, column: pa.ChunkedArray, table: pa.Table, report: _Report
+) -> None:
+    """One line naming file, column, episode and frame of the first NaN/inf of a float column."""
+    if spec.dtype not in ("float32", "float64", "float16"):
+        return
+    flat = column.combine_chunks()
+    if spec.shape != (1,):
+        flat = flat.flatten()
+    values = flat.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return
+    width = spec.shape[0] if spec.shape != (1,) else 1
+    bad_rows = np.flatnonzero(bad.reshape(-1, width).any(axis=1))
+    first = int(bad_rows[0])
+    where = f"row {first}"
+    if "episode_index" in table.column_names and "frame_index" in table.column_names:
+        episode = table.column("episode_index")[first].as_py()
+        frame = table.column("frame_index")[first].as_py()
+        where = f"episode {episode}, frame {frame}"
+    report.add(
+        rel,
+        f"column {key!r} holds NaN/inf in {bad_rows.size} row(s) (first: {where}); LeRobot's statistics and "
+        "training cannot use them: re-record or convert again (the contract now refuses such samples)",
+    )
+
+
+def _nonfinite(value: Any) -> bool:
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return bool((~np.isfinite(array)).any())
+
+
+def _check_episode_stats(episodes: list[dict[str, Any]], report: _Report) -> None:
+    for row in episodes:
+        bad = sorted(c for c, v in row.items() if c.startswith("stats/") and v is not None and _nonfinite(v))
+        if bad:
+            where = "meta/episodes"
+            if "meta/episodes/chunk_index" in row:
+                where = _ref(row, "meta/episodes").fmt(EPISODES_PATH)
+            report.add(where, f"episode {row['episode_index']} has NaN/inf statistics in {', '.join(bad[:4])}")
+
+
 def _check_stats(root: Path, features: dict[str, FeatureSpec], total_frames: int, report: _Report) -> None:
     path = root / STATS_PATH
     if not path.is_file():
@@ -331,6 +399,13 @@ def _check_stats(root: Path, features: dict[str, FeatureSpec], total_frames: int
         if missing:
             report.add(STATS_PATH, f"{key!r} lacks {', '.join(missing)}")
             continue
+        broken = [name for name in STAT_KEYS if _nonfinite(entry[name])]
+        if broken:
+            report.add(
+                STATS_PATH,
+                f"{key!r} {', '.join(broken)} hold NaN/inf (LeRobot's normalisation rejects them); "
+                "the data it was computed from holds non-finite values",
+            )
         expected = (3, 1, 1) if spec.is_camera else spec.shape
         for name in STAT_KEYS:
             shape = np.asarray(entry[name]).shape

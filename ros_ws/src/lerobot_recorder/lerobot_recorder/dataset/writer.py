@@ -22,6 +22,7 @@ Design of the atomic commit (see the package README for the long version):
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -120,6 +121,118 @@ def recover(root: Path) -> int | None:
     return finished
 
 
+_OUR_META_FILES = {"info.json", "tasks.parquet", "contract.json", "stats.json"}
+CREATING_PREFIX = ".lerobot_ros_creating-"
+
+
+def uncommitted_dataset(root: Path) -> bool:
+    """True when `root` holds only what a writer leaves before its first commit (safe to take over).
+
+    That is: the writer's staging folder (without a commit journal, which may finish a first commit), meta/
+    with at most info.json (no episode), tasks, contract and stats, and data/, videos/, meta/episodes/ without
+    files. Anything else in the folder is somebody's data, so the answer is False.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return False
+    for entry in root.iterdir():
+        if entry.name == STAGING_DIR:
+            if (entry / JOURNAL_NAME).exists():
+                return False
+        elif entry.name in ("data", "videos", "images"):
+            if not entry.is_dir() or any(p.is_file() or p.is_symlink() for p in entry.rglob("*")):
+                return False
+        elif entry.name == "meta":
+            if not entry.is_dir():
+                return False
+            for item in entry.iterdir():
+                if item.name == "episodes":
+                    if any(p.is_file() for p in item.rglob("*")):
+                        return False
+                elif item.name not in _OUR_META_FILES and not item.name.endswith(".tmp"):
+                    return False
+        else:
+            return False
+    info_path = root / INFO_PATH
+    if info_path.exists():
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(info, dict) or info.get("total_episodes") != 0:
+            return False
+    return True
+
+
+def _take_over(root: Path) -> None:
+    """Empty a root that holds an uncommitted dataset (under its writer lock, so no live writer loses it)."""
+    lock = DatasetWriter._acquire_lock(root)
+    try:
+        recover(root)  # a journal that appeared meanwhile would commit the first episode: then it is no take-over
+        if not uncommitted_dataset(root):
+            raise DatasetExistsError(f"{root} already exists; use DatasetWriter.open(root) to append to it")
+        for entry in root.iterdir():
+            if entry.name != STAGING_DIR:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        for entry in (root / STAGING_DIR).iterdir():
+            if entry.name != LOCK_NAME:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        (root / STAGING_DIR / LOCK_NAME).unlink()
+        (root / STAGING_DIR).rmdir()
+    finally:
+        lock.close()
+
+
+def _create_skeleton(root: Path, info: dict[str, Any], contract: dict[str, Any] | None) -> IO[str]:
+    """Write meta/ of an empty dataset so that `root` appears whole or not at all; returns the held lock.
+
+    The skeleton is built in a hidden sibling folder and renamed onto `root` (absent or empty), so a kill
+    leaves no half-created root. Where that rename is impossible (a mount point, a read-only parent) it is
+    written in place, info.json last; `uncommitted_dataset` recognises either leftover and `create` takes it over.
+    """
+    if root.exists() and any(root.iterdir()):
+        _take_over(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    for stale in root.parent.glob(f".{root.name}{CREATING_PREFIX}*"):  # left by a killed create
+        with contextlib.suppress(OSError, DatasetError):
+            DatasetWriter._acquire_lock(stale).close()
+            shutil.rmtree(stale)
+    building = root.parent / f".{root.name}{CREATING_PREFIX}{os.getpid()}"
+    try:
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir()
+    except OSError:
+        return _write_skeleton(root, info, contract)  # no writable parent: build in place
+    lock = _write_skeleton(building, info, contract)
+    try:
+        os.rename(building, root)  # atomic; root must be absent or an empty folder
+    except OSError:
+        lock.close()
+        shutil.rmtree(building, ignore_errors=True)
+        return _write_skeleton(root, info, contract)
+    fsync_dir(root.parent)
+    return lock
+
+
+def _write_skeleton(folder: Path, info: dict[str, Any], contract: dict[str, Any] | None) -> IO[str]:
+    """meta/ of an empty dataset in `folder`, info.json last; returns the writer lock taken on it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = DatasetWriter._acquire_lock(folder)
+    try:
+        (folder / "meta").mkdir(exist_ok=True)
+        if contract is not None:
+            _write_atomic_text(folder / "meta" / "contract.json", json.dumps(contract, indent=2, sort_keys=False))
+        write_tasks(folder / STAGING_DIR / "tasks.parquet", [])
+        fsync_file(folder / STAGING_DIR / "tasks.parquet")
+        os.replace(folder / STAGING_DIR / "tasks.parquet", folder / TASKS_PATH)
+        _write_atomic_text(folder / INFO_PATH, json.dumps(info, indent=4))
+        fsync_dir(folder / "meta")
+    except OSError as err:
+        lock.close()
+        raise DatasetError(f"cannot create the dataset at {folder}: {err}") from err
+    return lock
+
+
 class _Commit:
     """Files written to the staging folder, then renamed into place through a journal."""
 
@@ -214,7 +327,9 @@ class DatasetWriter:
         recorded with). The size limits decide when a new data/video file starts.
         """
         root = Path(root)
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        if root.exists() and not root.is_dir():
+            raise DatasetExistsError(f"{root} is a file, not a folder; choose a folder for the dataset")
+        if root.exists() and any(root.iterdir()) and not uncommitted_dataset(root):
             raise DatasetExistsError(f"{root} already exists; use DatasetWriter.open(root) to append to it")
         if not isinstance(fps, int) or fps <= 0:
             raise FeatureError(f"fps must be a positive int, got {fps!r}")
@@ -244,14 +359,7 @@ class DatasetWriter:
             "video_path": VIDEO_PATH if has_video else None,
             "features": {key: spec.to_info() for key, spec in all_features.items()},
         }
-        root.mkdir(parents=True, exist_ok=True)
-        lock = cls._acquire_lock(root)
-        (root / "meta").mkdir(exist_ok=True)
-        if contract is not None:
-            _write_atomic_text(root / "meta" / "contract.json", json.dumps(contract, indent=2, sort_keys=False))
-        write_tasks(root / STAGING_DIR / "tasks.parquet", [])
-        os.replace(root / STAGING_DIR / "tasks.parquet", root / TASKS_PATH)
-        _write_atomic_text(root / INFO_PATH, json.dumps(info, indent=4))
+        lock = _create_skeleton(root, info, contract)
         meta = DatasetMeta(root=root, info=info, features=all_features, tasks=[], episodes=[], stats=None)
         return cls(root, meta, video_codec, lock, max_pending_frames)
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from rosbags.serde import SerdeError
 
 from lerobot_recorder.bags.align import AlignedFrame
-from lerobot_recorder.contract import Contract, MessageMismatchError
+from lerobot_recorder.contract import Contract, MessageMismatchError, NonFiniteValueError
 from lerobot_recorder.dataset import DatasetError, DatasetWriter, EncoderError
 
 Deserialize = Callable[[bytes, str], Any]
@@ -80,12 +80,18 @@ class FrameValues:
         self._cache: dict[str, tuple[int, npt.NDArray[Any]]] = {}
 
     def build(self, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
-        """Raises MessageMismatchError when an image does not fit the contract (size, encoding)."""
+        """Raises MessageMismatchError when an image does not fit the contract (size, encoding) or a vector
+        holds NaN/inf (NonFiniteValueError)."""
         values: dict[str, npt.NDArray[Any]] = {}
         for key, pick in frame.picks.items():
             feat = self.features[key]
             if not feat.is_image:
-                values[key] = np.asarray(pick.sample.payload, dtype=feat.dtype)
+                with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+                    vector = np.asarray(pick.sample.payload, dtype=feat.dtype)
+                if not np.isfinite(vector).all():
+                    # The contract refuses such samples where they enter; this guards any other way in.
+                    raise NonFiniteValueError(f"{key}: non-finite value(s) {vector.tolist()}; the frame is dropped")
+                values[key] = vector
                 continue
             cached = self._cache.get(key)
             if cached is None or cached[0] != pick.sample.seq:
