@@ -32,9 +32,10 @@ RESULTS = ROOT / "bench" / "results"
 def train(dataset: Path, out: Path, nproc: int, steps: int, batch_size: int) -> dict[str, Any]:
     overrides = [f"--set={key}={json.dumps(value)}" for key, value in SIZES["act_cpu"][2].items()]
     args = [
-        sys.executable, "-m", "lerobot_ros.cli", "train", "--dataset", str(dataset), "--policy", "act", "--out", str(out),
-        "--steps", str(steps), "--batch-size", str(batch_size), "--log-every", str(steps), "--val-fraction", "0",
-        "--save-every", str(steps), "--threads", "1", "--no-progress", "--nproc", str(nproc), *overrides,
+        sys.executable, "-m", "lerobot_ros.cli", "train", "--dataset", str(dataset), "--policy", "act",
+        "--out", str(out), "--steps", str(steps), "--batch-size", str(batch_size), "--log-every", str(steps),
+        "--val-fraction", "0", "--save-every", str(steps), "--threads", "1", "--no-progress",
+        "--nproc", str(nproc), *overrides,
     ]  # fmt: skip
     started = time.perf_counter()
     result = subprocess.run(args, capture_output=True, text=True, check=False)
