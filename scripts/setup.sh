@@ -136,6 +136,16 @@ else
   echo "    up to date"
 fi
 
+step "policy server package (editable)"
+# Pure Python (numpy + grpcio), no ament package: it also installs alone into LeRobot's own environment.
+server_hash=$(inputs_hash policy_server/pyproject.toml)
+if ! is_current policy_server "$server_hash" || ! "$PY" -c 'import lerobot_policy_server' 2>/dev/null; then
+  pip_install --no-deps --no-build-isolation -e "$ROOT/policy_server"
+  mark policy_server "$server_hash"
+else
+  echo "    up to date"
+fi
+
 step "ament prefix: index entries, share/ links and lib/<pkg>/<exec> launchers"
 # Editable installs skip data_files and put console scripts in bin/ only, where ros2 run / ros2 launch do not
 # look: make the venv an ament prefix like colcon --symlink-install (derived from package.xml + setup.cfg).
@@ -158,6 +168,7 @@ import rclpy  # noqa: F401
 from lerobot_msgs.msg import ActionChunk  # noqa: F401
 from lerobot_msgs.action import RecordEpisode  # noqa: F401
 import lerobot_ros, lerobot_drivers, lerobot_recorder, lerobot_training, lerobot_sim_bridge  # noqa: F401
+import lerobot_policy_server.client  # noqa: F401
 EOF
 if [[ $WITH_REFERENCE == 1 ]]; then
   # LeRobot 0.4.4's own loader in a separate venv, for the dataset compatibility tests (marker
@@ -184,6 +195,20 @@ if [[ $WITH_REFERENCE == 1 ]]; then
     HF_HUB_OFFLINE=1 "$REF_PY" -c 'from lerobot.datasets.lerobot_dataset import LeRobotDataset; from torchcodec.decoders import VideoDecoder' \
       || fail "the reference venv $REF_VENV does not import LeRobotDataset; delete it and re-run"
     echo "$ref_hash" > "$REF_VENV/.stamp"
+  fi
+  # The policy server runs in LeRobot's own environment: grpcio (pinned) and the server package only,
+  # both --no-deps so that pip never touches that venv's torch or LeRobot.
+  grpc_pin=$(grep -i '^grpcio==' "$ROOT/requirements/constraints.txt")
+  ref_server_hash=$( (inputs_hash policy_server/pyproject.toml; echo "$grpc_pin") | sha256sum | cut -c1-16)
+  if [[ ! -f "$REF_VENV/.server-stamp" || "$(cat "$REF_VENV/.server-stamp")" != "$ref_server_hash" ]] \
+      || ! "$REF_PY" -c 'import grpc, lerobot_policy_server.client' 2>/dev/null; then
+    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps "$grpc_pin" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+    "$REF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+      -e "$ROOT/policy_server" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+    "$REF_PY" -c 'import grpc, lerobot_policy_server.client' \
+      || fail "the policy server does not import in $REF_VENV; delete $REF_VENV/.server-stamp and re-run"
+    echo "$ref_server_hash" > "$REF_VENV/.server-stamp"
   fi
   # LeRobot's training code (for the test that compares our ACT with a checkpoint LeRobot trains)
   # needs a few more pure-Python packages; they go into a folder put on PYTHONPATH by that test.

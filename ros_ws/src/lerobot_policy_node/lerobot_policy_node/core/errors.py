@@ -29,3 +29,7 @@ class ObservationError(PolicyRuntimeError):
 
 class PolicyLoadError(PolicyRuntimeError):
     """A checkpoint directory or Hub repo cannot be loaded as a policy."""
+
+
+class RemotePolicyError(PolicyRuntimeError):
+    """A call to a policy server failed (unreachable, timed out, refused the observation, failed inside)."""

@@ -4,6 +4,9 @@ Both answer `predict_chunk(observation) -> (horizon, action_dim)` numpy actions 
 belonging to the observation's own time. Observations are dicts keyed by feature (`observation.state` as a
 vector, cameras as (H, W, 3) uint8) plus ``timestamp`` (seconds of the observation, on the node's clock).
 
+A policy served by `lerobot_policy_server` (any LeRobot policy, on this or another host) is spelt
+``grpc://HOST:PORT`` (`RemotePolicy`).
+
 The scripted policy is spelt ``scripted`` or ``scripted:key=value,...`` wherever a checkpoint is expected:
 
 * ``delay`` (s): injected inference time (a sleep, which like torch inference releases the GIL);
@@ -27,9 +30,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_policy_node.core.errors import PolicyConfigError, PolicyLoadError
+from lerobot_policy_node.core.errors import PolicyConfigError, PolicyLoadError, RemotePolicyError
 
 SCRIPTED = "scripted"
+REMOTE_SCHEME = "grpc://"
+TASK_KEY = "task"
 STATE_KEY = "observation.state"
 TIMESTAMP_KEY = "timestamp"
 FAULTS = ("none", "nan", "dim")
@@ -150,6 +155,9 @@ class CheckpointPolicy:
             from lerobot_training.features import FeatureType
         except ImportError as err:
             raise PolicyLoadError(f"a checkpoint needs lerobot_training and torch ({err}); install them") from None
+        unsupported = _unsupported_type(directory)
+        if unsupported:
+            raise PolicyLoadError(unsupported)
         try:
             loaded = load_policy(directory, device=device)
         except (TrainingError, RuntimeError) as err:
@@ -180,6 +188,129 @@ class CheckpointPolicy:
         with self._torch.inference_mode():
             chunk = self._policy.predict_chunk(values)
         return np.asarray(chunk.detach().to("cpu").numpy(), dtype=np.float64)
+
+
+def _unsupported_type(directory: Path) -> str:
+    """The one-line error for a checkpoint whose policy type only LeRobot runs (empty when it runs here)."""
+    import json
+
+    from lerobot_training.policies.registry import POLICY_CLASSES
+
+    try:
+        policy_type = json.loads((directory / "config.json").read_text()).get("type")
+    except (OSError, ValueError, AttributeError):
+        return ""  # load_policy reports a missing or broken config.json
+    if not isinstance(policy_type, str) or policy_type in POLICY_CLASSES:
+        return ""
+    return (
+        f"policy type {policy_type!r} of {directory} does not run in-process (this node runs "
+        f"{', '.join(sorted(POLICY_CLASSES))}); serve it from LeRobot's environment with `lerobot-ros policy-server "
+        f"{directory} --port 50051` (or `python -m lerobot_policy_server`) and set checkpoint:=grpc://HOST:50051"
+    )
+
+
+class RemotePolicy:
+    """A policy served by `lerobot_policy_server` at ``grpc://host:port`` behind the `ChunkPolicy` interface.
+
+    Configuring asks the server what it serves (Info): inputs, action names and size, chunk length, fps and,
+    for our checkpoints, the contract. Each chunk is one Predict call carrying the observation's stamp and
+    the task text, with `timeout_s`. When the server cannot be reached, calls fail at once with a
+    `RemotePolicyError` until the next attempt is due (backoff doubling from `BACKOFF_S` to `MAX_BACKOFF_S`);
+    after a failure, the next answer is only used once Info shows the server still serves the same policy.
+    """
+
+    BACKOFF_S = 0.1
+    MAX_BACKOFF_S = 2.0
+
+    def __init__(self, url: str, timeout_s: float = 5.0, name: str | None = None, connect_timeout_s: float = 10.0):
+        try:
+            from lerobot_policy_server.client import PolicyClient, RemoteError
+        except ImportError as err:
+            raise PolicyLoadError(
+                f"checkpoint {url}: the remote backend needs lerobot_policy_server and grpcio ({err}); "
+                "install them (scripts/setup.sh)"
+            ) from None
+        try:
+            self._client = PolicyClient(url, timeout_s)
+        except ValueError as err:
+            raise PolicyConfigError(f"checkpoint {url}: {err}") from None
+        self._remote_error = RemoteError
+        self.url = url
+        self.name = name or url
+        try:
+            info = self._client.info(timeout_s=connect_timeout_s)
+        except RemoteError as err:
+            self._client.close()
+            raise PolicyLoadError(
+                f"{err}; start it with `lerobot-ros policy-server CHECKPOINT --port PORT` on that host"
+            ) from None
+        self.info = info
+        self.inputs: Sequence[InputFeature] = tuple(InputFeature(f.key, f.shape, f.visual) for f in info.inputs)
+        self._dtypes = {f.key: np.dtype(f.dtype) for f in info.inputs}
+        self.action_names = info.action_names or None
+        self.action_dim = info.action_dim
+        self.horizon = info.horizon
+        self.fps = info.fps
+        self.language = info.language
+        self.contract: dict[str, Any] | None = None
+        if info.contract_yaml:
+            import yaml
+
+            loaded = yaml.safe_load(info.contract_yaml)
+            self.contract = loaded if isinstance(loaded, dict) else None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._recheck = False
+        self.last_task = ""
+
+    def close(self) -> None:
+        self._client.close()
+
+    def reset(self) -> None:
+        try:
+            self._client.reset()
+        except self._remote_error as err:
+            raise RemotePolicyError(str(err)) from None
+
+    def _failed(self, message: str) -> RemotePolicyError:
+        self._failures += 1
+        backoff = min(self.MAX_BACKOFF_S, self.BACKOFF_S * 2 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + backoff
+        self._recheck = True
+        return RemotePolicyError(f"{message} (failure {self._failures}; next attempt in {backoff:.1f} s)")
+
+    def _same_policy(self) -> None:
+        info = self._client.info()
+        if (info.inputs, info.action_dim, info.action_names) != (
+            self.info.inputs,
+            self.info.action_dim,
+            self.info.action_names,
+        ):
+            raise RemotePolicyError(
+                f"the policy server at {self.url} now serves a different policy ({info.policy_type} {info.name}, "
+                f"{info.action_dim} actions); reconfigure the node"
+            )
+
+    def predict_chunk(self, observation: Mapping[str, Any]) -> npt.NDArray[np.float64]:
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            raise RemotePolicyError(f"policy server {self.url} unreachable; next attempt in {wait:.1f} s")
+        values = {
+            f.key: np.ascontiguousarray(np.asarray(observation[f.key], dtype=self._dtypes[f.key]).reshape(f.shape))
+            for f in self.inputs
+        }
+        stamp_ns = round(float(observation[TIMESTAMP_KEY]) * 1e9)
+        task = str(observation.get(TASK_KEY, ""))
+        try:
+            if self._recheck:
+                self._same_policy()
+                self._recheck = False
+            reply = self._client.predict(values, stamp_ns, task)
+        except self._remote_error as err:
+            raise self._failed(str(err)) from None
+        self._failures = 0
+        self.last_task = reply.task
+        return np.asarray(reply.actions, dtype=np.float64)
 
 
 def resolve_checkpoint(spec: str, cache_dir: str | None = None) -> Path:

@@ -1,6 +1,7 @@
 """Lifecycle node running a policy on contract topics and publishing `lerobot_msgs/ActionChunk`s.
 
-configure: load the policy (`checkpoint`: a checkpoint directory, a Hub repo id, or ``scripted[:options]``)
+configure: load the policy (`checkpoint`: a checkpoint directory, a Hub repo id, ``grpc://HOST:PORT`` of a policy
+server, or ``scripted[:options]``)
 and the contract (`contract`, default: the one stored in the checkpoint), check that the contract supplies
 every input the policy needs and its action dimension, subscribe to the input topics.
 activate: start the dispatcher thread. Subscription callbacks only hand messages to the observation
@@ -11,6 +12,8 @@ them; never a subscription callback). A worker runs the policy, converts the act
 publishes the chunk stamped with the observation's time and carrying the inference time. The first inference
 after activation is a warm-up (measured, not published) unless `warmup` is false.
 `~/status` (lerobot_msgs/PolicyStatus, latched) says what the node is doing and the last problem.
+The task text (`task` parameter, changeable at run time, or a std_msgs/String on `~/task`) goes with every
+observation to the policy; each ActionChunk carries the task it was computed for.
 """
 
 from __future__ import annotations
@@ -33,14 +36,18 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
+from std_msgs.msg import String
 
 from lerobot_msgs.msg import ActionChunk, PolicyStatus
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
 from lerobot_policy_node.core.policies import (
+    REMOTE_SCHEME,
     SCRIPTED,
+    TASK_KEY,
     CheckpointPolicy,
     ChunkPolicy,
+    RemotePolicy,
     parse_scripted,
     resolve_checkpoint,
 )
@@ -60,6 +67,8 @@ SCHEDULER_PARAMETERS = {
 }
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STATUS_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+# Reliable and volatile: matches reliable publishers, latched or not.
+TASK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 VECTOR_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
 IMAGE_QOS = QoSProfile(depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 # How long deactivating (or stopping the node) waits for an inference still running before it gives up on it.
@@ -127,14 +136,34 @@ class PolicyNode(LifecycleNode):
         self._last_inference = 0.0
         self._warm = False
         self._stamp_from_header = True
+        self._task = str(self._param("task"))
+        self._chunk_task = ""
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._status_timer = self.create_timer(1.0, self._publish_status)
+        self._task_sub = self.create_subscription(String, "~/task", self._on_task, TASK_QOS)
         self._publish_status()
 
+    def _on_task(self, msg: String) -> None:
+        """A task on `~/task` becomes the `task` parameter (validated there; a refused one is logged)."""
+        result = self.set_parameters([Parameter("task", Parameter.Type.STRING, msg.data)])[0]
+        if not result.successful:
+            self.get_logger().error(f"task on ~/task refused: {result.reason}")
+
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
-        """Scheduling and freshness parameters apply to the running node; the others are read-only."""
+        """Scheduling, freshness and task parameters apply to the running node; the others are read-only."""
+        for param in params:
+            if param.name == "task":
+                text = str(param.value)
+                bad = sorted({f"U+{ord(c):04X}" for c in text if (ord(c) < 32 and c != "\t") or ord(c) == 127})
+                if bad:
+                    return SetParametersResult(
+                        successful=False,
+                        reason=f"task contains control characters ({', '.join(bad)}); use printable text on one line",
+                    )
+                self._task = text
+                self.get_logger().info(f"task: {text!r}")
         changes = {SCHEDULER_PARAMETERS[p.name]: float(p.value) for p in params if p.name in SCHEDULER_PARAMETERS}
         if changes and self._scheduler is not None:
             try:
@@ -152,7 +181,7 @@ class PolicyNode(LifecycleNode):
         declare(self, "checkpoint", "", "checkpoint directory, Hub repo id, or scripted[:options]", read_only=True)
         declare(self, "contract", "", "contract YAML; empty = the checkpoint's contract.yaml", read_only=True)
         declare(self, "device", "cpu", "torch device of the policy (cpu, cuda, cuda:1, mps)", read_only=True)
-        declare(self, "task", "", "task text for language-conditioned policies", read_only=True)
+        declare(self, "task", "", "task text given to the policy with every observation (also ~/task)")
         declare(self, "chunk_topic", "/policy/action_chunk", "ActionChunk output", read_only=True)
         declare(
             self,
@@ -177,6 +206,15 @@ class PolicyNode(LifecycleNode):
         declare(self, "inference_workers", 1, "inferences that may overlap", read_only=True, low=1, high=16)
         declare(self, "warmup", True, "run (and time) one unpublished inference before publishing", read_only=True)
         declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
+        declare(
+            self,
+            "remote_timeout",
+            5.0,
+            "per-call timeout of a grpc:// policy server (s)",
+            read_only=True,
+            low=0.01,
+            high=600.0,
+        )
 
     def _scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
@@ -206,8 +244,10 @@ class PolicyNode(LifecycleNode):
                 "parameter `checkpoint` is empty: set a checkpoint directory, Hub repo id or scripted"
             )
         contract_path = str(self._param("contract"))
-        checkpoint_policy: CheckpointPolicy | None = None
-        if spec.split(":", 1)[0] != SCRIPTED:
+        checkpoint_policy: CheckpointPolicy | RemotePolicy | None = None
+        if spec.startswith(REMOTE_SCHEME):
+            checkpoint_policy = RemotePolicy(spec, float(self._param("remote_timeout")), name=spec)
+        elif spec.split(":", 1)[0] != SCRIPTED:
             checkpoint_policy = CheckpointPolicy(resolve_checkpoint(spec), str(self._param("device")), name=spec)
         if contract_path:
             contract = Contract.load(contract_path)
@@ -285,6 +325,8 @@ class PolicyNode(LifecycleNode):
         for sub in self._subscriptions_made:
             self.destroy_subscription(sub)
         self._subscriptions_made.clear()
+        if isinstance(self._policy, RemotePolicy):
+            self._policy.close()
         self._policy = self._assembler = self._mapping = self._scheduler = None
         self._set_state("unconfigured", "")
         return TransitionCallbackReturn.SUCCESS
@@ -350,7 +392,7 @@ class PolicyNode(LifecycleNode):
                     continue
                 horizon = self._policy.horizon if self._policy is not None else 1
                 self._scheduler.inference_started(frame.time_ns, self._period_ns, horizon)
-            observation["task"] = str(self._param("task"))
+            observation[TASK_KEY] = self._task
             publish = self._warm  # the first inference after activation is the warm-up
             self._warm = True
             workers_pool.submit(functools.partial(self._infer, stop, frame.time_ns, observation, publish))
@@ -393,7 +435,7 @@ class PolicyNode(LifecycleNode):
                 self._note(problem)
                 self.get_logger().error(problem, throttle_duration_sec=2.0)
             elif publish:
-                self._publish_chunk(observation_ns, mapping.to_ros(actions), duration)
+                self._publish_chunk(observation_ns, mapping.to_ros(actions), duration, str(observation[TASK_KEY]))
                 published = True
         except Exception as err:  # a failing model must not kill the node: report it and keep trying
             duration = time.perf_counter() - start
@@ -424,7 +466,7 @@ class PolicyNode(LifecycleNode):
             return "the policy returned NaN/inf actions; chunk not published (the executor holds)"
         return ""
 
-    def _publish_chunk(self, observation_ns: int, actions: np.ndarray, duration: float) -> None:
+    def _publish_chunk(self, observation_ns: int, actions: np.ndarray, duration: float, task: str) -> None:
         assert self._mapping is not None and self._policy is not None
         msg = ActionChunk()
         msg.header.stamp = Time(nanoseconds=observation_ns).to_msg()
@@ -437,6 +479,8 @@ class PolicyNode(LifecycleNode):
             msg.chunk_id = self._chunk_id
         msg.inference_time = float(duration)
         msg.policy = self._policy.name
+        msg.task = task
+        self._chunk_task = task
         self._chunk_pub.publish(msg)
         if self._message.startswith(("waiting", "newest observation", "the policy returned", "inference failed")):
             self._message = ""
@@ -458,6 +502,8 @@ class PolicyNode(LifecycleNode):
         msg.observation_age = float(self._observation_age)
         msg.stale_observations = self._stale
         msg.message = self._message
+        msg.task = self._task
+        msg.last_chunk_task = self._chunk_task
         self._status_pub.publish(msg)
         self._publish_diagnostics(msg)
 
@@ -479,6 +525,8 @@ class PolicyNode(LifecycleNode):
             "inferences_in_flight": str(scheduler.in_flight) if scheduler is not None else "0",
             "observation_age_s": f"{status.observation_age:.4f}",
             "stale_observations": str(status.stale_observations),
+            "task": status.task,
+            "last_chunk_task": status.last_chunk_task,
         }
         entry = DiagnosticStatus(
             level=level,
