@@ -24,6 +24,7 @@ from rclpy.validate_full_topic_name import validate_full_topic_name
 from lerobot_ros.command import CommandError
 from lerobot_ros.dds import apply_ros_environment
 from lerobot_ros.introspection.names import cli_node_name, is_hidden_name
+from lerobot_ros.introspection.settle import GraphSettle
 from lerobot_ros.message_conversion import MessageTypeError, import_message_type, message_type_name
 
 T = TypeVar("T")
@@ -31,13 +32,9 @@ T = TypeVar("T")
 POLL_INTERVAL_S = 0.05
 # With an explicit TYPE, how long to look for the topic in the graph to check that type.
 EXPLICIT_TYPE_CHECK_S = 1.0
-# DDS discovery of a participant can take one announcement period (~3 s) when its first announcements
-# are missed, so a graph that still holds no other node after --spin-time is given this much longer.
-EMPTY_GRAPH_EXTRA_S = 3.0
 # rmw's node name for an endpoint whose node announcement (ros_discovery_info) has not arrived yet: the
-# endpoint is known, its node is not listed. Such a graph is given up to UNSETTLED_GRAPH_EXTRA_S more.
+# endpoint is known, its node is not listed.
 UNKNOWN_NODE_NAME = "_NODE_NAME_UNKNOWN_"
-UNSETTLED_GRAPH_EXTRA_S = 3.0
 
 
 class CliNode:
@@ -83,12 +80,32 @@ class CliNode:
         return done()
 
     def discover(self, spin_time: float) -> None:
-        """Let discovery run for `spin_time` s, then up to EMPTY_GRAPH_EXTRA_S more while no other node is seen
-        and up to UNSETTLED_GRAPH_EXTRA_S more while an endpoint's node is still unknown."""
-        self.spin_for(spin_time)
+        """Let discovery run at least `spin_time` s, then until the graph has settled (see `settle.GraphSettle`):
+        nothing changed for longer than a DDS announcement period, another node seen, every endpoint's node known.
+        """
+        rule = GraphSettle(min_s=spin_time)
         own = (self.node.get_name(), self.node.get_namespace())
-        self.poll(lambda: any(n != own for n in self.node.get_node_names_and_namespaces()), EMPTY_GRAPH_EXTRA_S)
-        self.poll(lambda: not self.has_endpoints_of_unknown_nodes(), UNSETTLED_GRAPH_EXTRA_S)
+        start = time.monotonic()
+        while True:
+            nodes = frozenset(self.node.get_node_names_and_namespaces()) - {own}
+            endpoints = self.endpoints()
+            unknown = any(e[1] == UNKNOWN_NODE_NAME for e in endpoints)
+            if rule.observe(
+                time.monotonic() - start, (nodes, endpoints), other_nodes=bool(nodes), unknown_nodes=unknown
+            ):
+                return
+            self._spin_once(POLL_INTERVAL_S)
+
+    def endpoints(self) -> frozenset[tuple[str, str, str, str, str]]:
+        """Every publisher and subscription in the graph as (topic, node, namespace, type, kind)."""
+        out: set[tuple[str, str, str, str, str]] = set()
+        for topic, _ in self.node.get_topic_names_and_types():
+            for kind, infos in (
+                ("pub", self.node.get_publishers_info_by_topic(topic)),
+                ("sub", self.node.get_subscriptions_info_by_topic(topic)),
+            ):
+                out.update((topic, e.node_name, e.node_namespace, e.topic_type, kind) for e in infos)
+        return frozenset(out)
 
     def has_endpoints_of_unknown_nodes(self) -> bool:
         """Whether a publisher or subscription is in the graph before the announcement of its node."""

@@ -52,8 +52,9 @@ def add_spin_time(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_SPIN_TIME_S,
         metavar="S",
         help=(
-            f"seconds to wait for DDS discovery before answering (default: {DEFAULT_SPIN_TIME_S:g}); "
-            "up to 3 s more while no other node has been seen, and 3 s more while a topic endpoint's node is unknown"
+            f"seconds to wait for DDS discovery at least (default: {DEFAULT_SPIN_TIME_S:g}); then until the graph "
+            "settles: no change for 1.5 s (longer than the 1 s DDS announcement period), up to 3 s more while no "
+            "other node or an endpoint's node is unknown, 10 s at most"
         ),
     )
 
