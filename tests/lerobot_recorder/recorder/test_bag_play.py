@@ -339,3 +339,40 @@ def test_a_bag_played_into_the_recorder_gives_bag2dataset_of_that_bag(
 
 def Time_ns(stamp: Any) -> int:
     return int(stamp.sec) * NS + int(stamp.nanosec)
+
+
+@pytest.mark.ros
+def test_recorded_qos_is_kept_and_played(processes: Any, ros_node: Any, tmp_path: Path) -> None:
+    """`bag record` writes the publishers' QoS into the metadata; `bag play` offers it: a latched topic stays
+    latched for a subscriber that joins after it was played, a best-effort stream stays best effort."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    from lerobot_ros.testing import wait_for_messages
+
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    description = ros_node.create_publisher(String, "/description", latched)
+    description.publish(String(data="so101"))
+    stream = ros_node.create_publisher(
+        String, "/stream", QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+    )
+    timer = ros_node.create_timer(0.05, lambda: stream.publish(String(data="tick")))
+    bag = tmp_path / "qos"
+    recorder = processes.start(
+        [venv_script("lerobot-ros"), "bag", "record", "/description", "/stream", "-o", str(bag), "--duration", "4"],
+        name="bag-record",
+    )
+    assert recorder.wait(60) == 0, recorder.output()[-3000:]
+    ros_node.destroy_timer(timer)
+    ros_node.destroy_publisher(stream)
+    ros_node.destroy_publisher(description)
+
+    playback = BagPlayback.open(bag, PlayOptions())
+    assert playback.topics["/description"].qos == PlayQos(reliable=True, transient_local=True, depth=10)
+    assert not playback.topics["/stream"].qos.reliable
+    player = processes.start([venv_script("lerobot-ros"), "bag", "play", str(bag)], name="bag-play")
+    player.wait_for_output(r"playing ", timeout=60)
+    time.sleep(0.5)  # the latched message has been played before this subscriber exists
+    (late,) = wait_for_messages(ros_node, String, "/description", count=1, timeout=20, qos=latched)
+    assert late.data == "so101"
+    assert player.wait(60) == 0, player.output()[-3000:]

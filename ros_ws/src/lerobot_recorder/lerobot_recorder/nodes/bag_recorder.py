@@ -11,11 +11,32 @@ from typing import Any
 
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
 from lerobot_recorder.nodes.recorder import message_class
 from lerobot_recorder.recorder import RecorderError
 from lerobot_recorder.recorder.bag_writer import SplittingBagWriter, TopicSelection, topics_to_record
 from lerobot_recorder.recorder.messages import build_typestore
+
+
+def _qos_time(duration: Any) -> QosTime:
+    sec, nsec = divmod(int(duration.nanoseconds), 1_000_000_000)
+    return QosTime(sec, nsec)
+
+
+def rosbags_qos(profile: QoSProfile) -> Qos:
+    """An rclpy QoS profile as rosbags writes it into metadata.yaml (offered_qos_profiles); same enum values."""
+    return Qos(
+        history=QosHistory(int(profile.history)),
+        depth=int(profile.depth),
+        reliability=QosReliability(int(profile.reliability)),
+        durability=QosDurability(int(profile.durability)),
+        deadline=_qos_time(profile.deadline),
+        lifespan=_qos_time(profile.lifespan),
+        liveliness=QosLiveliness(int(profile.liveliness)),
+        liveliness_lease_duration=_qos_time(profile.liveliness_lease_duration),
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions),
+    )
 
 
 class BagRecorder(Node):
@@ -56,7 +77,7 @@ class BagRecorder(Node):
                 store = build_typestore([msgtype], self._prefixes)
                 self._writer.typestore.register({msgtype: store.fielddefs[msgtype]})
                 self._register_deps(store, msgtype)
-                self._writer.add_topic(topic, msgtype)
+                self._writer.add_topic(topic, msgtype, self._offered_qos(topic))
                 cls = message_class(msgtype)
             except RecorderError as err:
                 self._skipped.add(topic)
@@ -82,6 +103,10 @@ class BagRecorder(Node):
                     pending.append(detail)
                 elif kind in ("ARRAY", "SEQUENCE") and detail[0][0].name == "NAME":
                     pending.append(detail[0][1])
+
+    def _offered_qos(self, topic: str) -> list[Qos]:
+        """The QoS its publishers offer, for the bag's metadata (what `ros2 bag play` and `bag play` replay)."""
+        return [rosbags_qos(info.qos_profile) for info in self.get_publishers_info_by_topic(topic)]
 
     def _qos_for(self, topic: str) -> QoSProfile:
         infos = self.get_publishers_info_by_topic(topic)

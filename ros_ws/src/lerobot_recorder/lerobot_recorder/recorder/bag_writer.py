@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 from rosbags.typesys.store import Typestore
@@ -77,6 +78,7 @@ class SplittingBagWriter:
         self.split = max_bytes > 0 or max_duration_ns > 0
         self.stats = BagStats()
         self._types: dict[str, str] = {}
+        self._qos: dict[str, tuple[Any, ...]] = {}
         self._writer: Writer | None = None
         self._connections: dict[str, object] = {}
         self._bag_bytes = 0
@@ -84,11 +86,12 @@ class SplittingBagWriter:
         if self.split:
             self.output.mkdir(parents=True)
 
-    def add_topic(self, topic: str, msgtype: str) -> None:
-        """Declare a topic (before or while writing)."""
+    def add_topic(self, topic: str, msgtype: str, offered_qos: Sequence[Any] = ()) -> None:
+        """Declare a topic (before or while writing); `offered_qos`: its publishers' QoS (rosbags `Qos`)."""
         if msgtype not in self.typestore.fielddefs:
             raise RecorderError(f"{topic}: no definition of {msgtype} in the typestore; cannot record it")
         self._types[topic] = msgtype
+        self._qos[topic] = tuple(offered_qos)
         if self._writer is not None:
             self._connect(topic)
 
@@ -109,7 +112,9 @@ class SplittingBagWriter:
 
     def _connect(self, topic: str) -> None:
         assert self._writer is not None
-        self._connections[topic] = self._writer.add_connection(topic, self._types[topic], typestore=self.typestore)
+        self._connections[topic] = self._writer.add_connection(
+            topic, self._types[topic], typestore=self.typestore, offered_qos_profiles=self._qos.get(topic, ())
+        )
 
     def write(self, topic: str, stamp_ns: int, raw: bytes) -> None:
         """Write one message (raw CDR) received at `stamp_ns`."""
