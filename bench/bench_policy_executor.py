@@ -281,7 +281,9 @@ def run_system(system: str, delay_factor: float, rate: float, seconds: float, wo
              "-p", f"contract:={contract}", "-p", f"inference_workers:={min(workers, 16)}", "-p", "margin:=0.1",
              "-p", "threshold:=0.0", "-p", "max_observation_age:=0.5"],
             [str(bin_dir / "action_executor"), "--ros-args", "-r", "__ns:=/follower", "-p", "output:=joint_commands",
-             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5", "-p", f"thread_priority:={PRIORITY}"],
+             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5", "-p", f"thread_priority:={PRIORITY}",
+             "-p", f"joint_names:=[{','.join(JOINTS)}]", "-p", f"joint_limits_lower:=[{','.join(['-3.2'] * 6)}]",
+             "-p", f"joint_limits_upper:=[{','.join(['3.2'] * 6)}]", "-p", "max_velocity:=100.0"],
         ]  # fmt: skip
     else:
         argvs = [[sys.executable, __file__, "--baseline", "--delay", str(delay), "--rate", str(rate)]]

@@ -196,7 +196,18 @@ def start_nodes(processes: ProcessGroup, tmp_path: Path, port: str, cal_file: Pa
         "arm_driver",
         *ros_args(ns="/arm", port=port, calibration_file=cal_file, loop_rate=50.0),
     )
-    start("action_executor", signal.SIGINT, "action_executor", *ros_args(ns="/arm", output="joint_commands"))
+    executor_limits = {
+        "joint_names": "[shoulder_pan,shoulder_lift,elbow_flex,wrist_flex,wrist_roll,gripper]",
+        "joint_limits_lower": "[-3.0,-3.0,-3.0,-3.0,-3.0,-3.0]",
+        "joint_limits_upper": "[3.0,3.0,3.0,3.0,3.0,3.0]",
+        "max_velocity": 3.0,
+    }
+    start(
+        "action_executor",
+        signal.SIGINT,
+        "action_executor",
+        *ros_args(ns="/arm", output="joint_commands", **executor_limits),
+    )
     start(
         "policy",
         signal.SIGTERM,

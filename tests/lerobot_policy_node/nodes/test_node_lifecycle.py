@@ -8,6 +8,12 @@ from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.parameter import Parameter
 
 JOINTS = ["a", "b"]
+LIMITS = {
+    "joint_names": JOINTS,
+    "joint_limits_lower": [-1.0, -1.0],
+    "joint_limits_upper": [1.0, 1.0],
+    "max_velocity": 3.0,
+}
 
 
 @pytest.fixture
@@ -31,13 +37,53 @@ def test_executor_configure_checks_choices_and_limits(context):
     bad = make_executor(context, output="joint_velocities")
     assert bad.trigger_configure() == TransitionCallbackReturn.FAILURE
     bad.destroy_node()
-    crossed = make_executor(context, joint_names=JOINTS, joint_limits_lower=[1.0, 1.0], joint_limits_upper=[0.0, 2.0])
+    crossed = make_executor(context, **{**LIMITS, "joint_limits_lower": [1.0, 1.0], "joint_limits_upper": [0.0, 2.0]})
     assert crossed.trigger_configure() == TransitionCallbackReturn.FAILURE
     crossed.destroy_node()
 
 
+@pytest.mark.parametrize("missing", ["joint_names", "joint_limits_lower", "joint_limits_upper", "max_velocity"])
+def test_executor_without_robot_config_requires_joints_limits_and_max_velocity(context, missing):
+    """Issue 18 item 6: no more locking onto the first chunk's joints, no more limits off by default."""
+    node = make_executor(context, **{k: v for k, v in LIMITS.items() if k != missing})
+    assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+    assert node._executor is None
+    node.destroy_node()
+
+
+def test_executor_limits_come_from_the_robot_config(context, tmp_path):
+    """The arm driver's section: the robot type's joints, the calibrated ranges, the driver's max_velocity."""
+    from lerobot_drivers.arms import get_arm
+    from lerobot_drivers.arms.arm import default_fake_calibration
+    from lerobot_drivers.motors.calibration import range_radians, save_calibration
+
+    spec = get_arm("so101_follower")
+    calibration = default_fake_calibration(spec)
+    save_calibration(tmp_path / "follower.json", calibration)
+    driver = {"robot_type": "so101_follower", "calibration_file": str(tmp_path / "follower.json"), "max_velocity": 2.0}
+    robot = tmp_path / "robot.yaml"
+    robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": driver}}))
+    overrides = [Parameter(k, value=v) for k, v in {"autostart": False, "robot_config": str(robot)}.items()]
+    from lerobot_policy_node.nodes.executor_node import ExecutorNode
+
+    node = ExecutorNode(context=context, namespace="/follower", parameter_overrides=overrides)
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    config = node._executor.config
+    assert config.joint_names == spec.joint_names and config.max_velocity == 2.0
+    expected = [range_radians(calibration[n], spec.model(n).resolution) for n in spec.joint_names]
+    assert list(config.lower) == pytest.approx([min(r) for r in expected])
+    assert list(config.upper) == pytest.approx([max(r) for r in expected])
+    assert node.get_parameter("max_velocity").value == 2.0
+    refused = node.set_parameters([Parameter("max_velocity", value=5.0)])[0]
+    assert not refused.successful and "<= 2.0" in refused.reason
+    node.destroy_node()
+    elsewhere = ExecutorNode(context=context, namespace="/arm2", parameter_overrides=overrides)
+    assert elsewhere.trigger_configure() == TransitionCallbackReturn.FAILURE  # no /arm2 section in the file
+    elsewhere.destroy_node()
+
+
 def test_executor_parameters_apply_at_runtime_or_are_refused(context):
-    node = make_executor(context, joint_names=JOINTS, output="joint_commands")
+    node = make_executor(context, **LIMITS, output="joint_commands")
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     result = node.set_parameters([Parameter("max_velocity", value=2.5)])[0]
     assert result.successful and node._executor.config.max_velocity == 2.5

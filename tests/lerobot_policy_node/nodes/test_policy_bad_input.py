@@ -176,6 +176,8 @@ def test_executor_holds_when_sim_time_jumps_back(processes, ros_node):
     ros_node.create_timer(0.01, tick)
     processes.start(
         [venv_script("action_executor"), "--ros-args", "-r", "__ns:=/follower", "-p", "use_sim_time:=true",
+         "-p", f"joint_names:=[{','.join(JOINTS)}]", "-p", "joint_limits_lower:=[-2.0,-2.0,-2.0,-2.0,-2.0,-2.0]",
+         "-p", "joint_limits_upper:=[2.0,2.0,2.0,2.0,2.0,2.0]", "-p", "max_velocity:=3.0",
          "-p", "output:=joint_commands", "-p", "rate:=50.0", "-p", "diagnostics_period:=0.2"],
         name="executor",
     ).wait_for_output("active", timeout=60)  # fmt: skip

@@ -123,6 +123,10 @@ def rig(tmp_path, processes):
         cal_file = tmp_path / "so101.json"
         save_calibration(cal_file, calibration)
         contract = write_contract(tmp_path / "contract.yaml")
+        # The executor's joints and limits come from the driver's section of the robot configuration.
+        robot = tmp_path / "robot.yaml"
+        robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+            "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
         ns = ["-r", "__ns:=/follower"]
         driver = processes.start(
             [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
@@ -132,7 +136,8 @@ def rig(tmp_path, processes):
         )  # fmt: skip
         executor = processes.start(
             [venv_script("action_executor"), "--ros-args", *ns, "-p", f"output:={output}",
-             "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25", "-p", f"max_velocity:={MAX_VELOCITY}"],
+             "-p", f"robot_config:={robot}", "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25",
+             "-p", f"max_velocity:={MAX_VELOCITY}"],
             name="executor",
         )  # fmt: skip
         scripted = (

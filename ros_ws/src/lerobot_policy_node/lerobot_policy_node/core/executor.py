@@ -8,9 +8,10 @@ horizon (`trajectory`, for JointTrajectory consumers).
 
 When a chunk arrives at time ``now``:
 
-* it is checked: shape, finite values, a positive period, not stamped in the future beyond
-  `future_tolerance_s` (clock skew), not entirely in the past (stale). A rejected chunk raises
-  `ChunkRejected` and leaves the plan untouched (the robot keeps following the previous plan, then holds);
+* it is checked: names (`chunk_from_rows`: every driven joint, none twice), shape, finite values, a positive
+  stamp, a period in (0, `MAX_PERIOD_NS`], not stamped in the future beyond `future_tolerance_s` (clock
+  skew), not entirely in the past (stale). A rejected chunk raises `ChunkRejected`, is counted per reason
+  and leaves the plan untouched (the robot keeps following the previous plan, then holds);
 * values are clipped to the joint limits;
 * steps stamped before ``now`` are dropped (latency compensation): the new plan starts at ``now`` with the
   chunk's value interpolated at ``now``;
@@ -41,6 +42,8 @@ import numpy.typing as npt
 from lerobot_policy_node.core.errors import ChunkRejected, PolicyConfigError
 
 NS = 1_000_000_000
+# Longest time between two steps of a chunk; anything longer is a malformed chunk, not a plan.
+MAX_PERIOD_NS = 10 * NS
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -352,6 +355,24 @@ class ChunkExecutor:
         self.record_rejection(error)
         return error
 
+    def accept(
+        self,
+        names: Sequence[str],
+        data: npt.ArrayLike,
+        horizon: int,
+        stamp_ns: int,
+        period_ns: int,
+        chunk_id: int,
+        now_ns: int,
+    ) -> None:
+        """`submit` an ActionChunk's fields (`chunk_from_rows`); every rejection is counted, then raised."""
+        try:
+            chunk = chunk_from_rows(names, self.config.joint_names, data, horizon, stamp_ns, period_ns, chunk_id)
+        except ChunkRejected as err:
+            self.record_rejection(err)
+            raise
+        self.submit(chunk, now_ns)
+
     def _check(self, chunk: Chunk, now_ns: int) -> FloatArray:
         if not self._enabled:
             raise self._reject("disabled", f"chunk {chunk.chunk_id} ignored: the executor is disabled (software stop)")
@@ -365,8 +386,17 @@ class ChunkExecutor:
         if not np.all(np.isfinite(actions)):
             bad = sorted({self.config.joint_names[j] for j in np.argwhere(~np.isfinite(actions))[:, 1]})
             raise self._reject("non_finite", f"chunk {chunk.chunk_id} holds NaN/inf for {bad}; holding instead")
-        if chunk.period_ns <= 0 and len(actions) > 1:
-            raise self._reject("period", f"chunk {chunk.chunk_id} has period {chunk.period_ns} ns; it must be > 0")
+        if chunk.stamp_ns <= 0:
+            raise self._reject(
+                "stamp",
+                f"chunk {chunk.chunk_id} is stamped {chunk.stamp_ns / NS:.9f} s; the stamp must be the (positive) time "
+                "of the observation the chunk was computed from",
+            )
+        if (chunk.period_ns <= 0 and len(actions) > 1) or chunk.period_ns > MAX_PERIOD_NS:
+            raise self._reject(
+                "period",
+                f"chunk {chunk.chunk_id} has period {chunk.period_ns} ns; it must be > 0 and <= {MAX_PERIOD_NS} ns",
+            )
         ahead = chunk.stamp_ns - now_ns
         if ahead > self.config.future_tolerance_s * NS:
             raise self._reject(
@@ -492,7 +522,8 @@ def chunk_from_rows(
 ) -> Chunk:
     """A `Chunk` in `joint_names` order from a flat row-major ``horizon x len(names)`` array (an ActionChunk).
 
-    Raises ChunkRejected("shape") when the sizes disagree or a joint is missing; extra names are ignored.
+    Raises ChunkRejected: "names" when a driven joint is missing or a name repeats (extra names are ignored),
+    "shape" when the sizes disagree.
     """
     flat = np.asarray(data, dtype=np.float64).reshape(-1)
     if horizon < 1 or flat.size != horizon * len(names):
@@ -500,10 +531,13 @@ def chunk_from_rows(
             "shape", f"chunk {chunk_id}: {flat.size} values for horizon {horizon} x {len(names)} names; malformed chunk"
         )
     index = {name: i for i, name in enumerate(names)}
+    if len(index) != len(names):
+        repeated = sorted({n for n in names if list(names).count(n) > 1})
+        raise ChunkRejected("names", f"chunk {chunk_id} names {repeated} more than once; malformed chunk")
     missing = [j for j in joint_names if j not in index]
     if missing:
         raise ChunkRejected(
-            "shape",
+            "names",
             f"chunk {chunk_id} lacks joints {missing} (it names {list(names)}); the policy's action features must "
             "cover the executor's joint_names",
         )

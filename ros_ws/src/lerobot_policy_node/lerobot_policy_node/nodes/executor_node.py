@@ -12,6 +12,13 @@ and keeps the fixed-rate stream (absolute deadlines on the monotonic clock; targ
 clock, sim time included). `~/enable` (std_srvs/SetBool) is the software stop: false freezes the robot where
 it is (a hold is sent once, then nothing) and refuses chunks until true. Starvation, rejections, latency
 and tick jitter go to /diagnostics.
+
+The joints, position limits and velocity limit are required: from `robot_config` (config/robots/*.yaml,
+see `core.robot_limits`) or from `joint_names`, `joint_limits_lower/upper` and `max_velocity`; configure
+fails naming what is missing. A chunk that does not fit (unknown names, bad stamp, period, shape, NaN) is
+refused and counted per reason; it never changes the joints. The tick loop and the timers run under a
+`WorkerGuard`: an unexpected exception is logged with its traceback, reported as ERROR on /diagnostics,
+and the node leaves `active` through its error transition after sending a hold.
 """
 
 from __future__ import annotations
@@ -48,10 +55,11 @@ from lerobot_policy_node.core.executor import (
     ExecutorConfig,
     ExecutorStats,
     StarvationMode,
-    chunk_from_rows,
 )
+from lerobot_policy_node.core.robot_limits import RobotLimits, limits_from_parameters, load_robot_limits
 from lerobot_policy_node.nodes.ros_params import check_choice, declare
 from lerobot_ros.node_main import run_lifecycle_node
+from lerobot_ros.worker_guard import WorkerGuard
 
 OUTPUTS = ("joint_trajectory", "joint_commands", "forward_position")
 DEFAULT_TOPICS = {
@@ -87,7 +95,8 @@ class ExecutorNode(LifecycleNode):
         self._thread: threading.Thread | None = None
         self._executor: ChunkExecutor | None = None
         self._pending: ActionChunk | None = None
-        self._joint_names: tuple[str, ...] = tuple(self._param("joint_names"))
+        self._joint_names: tuple[str, ...] = ()
+        self._limits: RobotLimits | None = None
         self._measured: dict[str, float] = {}
         self._periods: deque[float] = deque(maxlen=1000)
         self._ticks = 0
@@ -98,8 +107,11 @@ class ExecutorNode(LifecycleNode):
         self._state_sub: Any = None
         self._was_starved = False
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._guard = WorkerGuard.for_node(self, hardware_id="policy")
         self._enable_srv = self.create_service(SetBool, "~/enable", self._on_enable)
-        self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
+        self._diagnostics_timer = self.create_timer(
+            float(self._param("diagnostics_period")), self._guard.wrap("diagnostics", self._publish_diagnostics)
+        )
 
     def _param(self, name: str) -> Any:
         try:
@@ -114,19 +126,44 @@ class ExecutorNode(LifecycleNode):
         declare(self, "joint_states_topic", "joint_states", "measured positions (the first target)", read_only=True)
         declare(
             self,
+            "robot_config",
+            "",
+            "robot configuration (config/robots/*.yaml) giving joints, limits and max_velocity; empty = the "
+            "joint_names, joint_limits_lower/upper and max_velocity parameters, all required then",
+            read_only=True,
+        )
+        declare(
+            self,
             "joint_names",
             Parameter.Type.STRING_ARRAY,
-            "joints driven, in output order; unset = the first chunk's",
+            "joints driven, in output order (required without robot_config; with it, must match it)",
         )
-        declare(self, "joint_limits_lower", Parameter.Type.DOUBLE_ARRAY, "lower limits (rad); unset = none")
-        declare(self, "joint_limits_upper", Parameter.Type.DOUBLE_ARRAY, "upper limits (rad); unset = none")
+        declare(
+            self,
+            "joint_limits_lower",
+            Parameter.Type.DOUBLE_ARRAY,
+            "lower limits (rad); required without robot_config, narrows it otherwise",
+        )
+        declare(
+            self,
+            "joint_limits_upper",
+            Parameter.Type.DOUBLE_ARRAY,
+            "upper limits (rad); required without robot_config, narrows it otherwise",
+        )
         declare(
             self, "rate", 100.0, "tick rate of per-tick outputs and the watchdog (Hz)", read_only=True, low=1, high=1000
         )
         declare(self, "blend", "crossfade", "how a new chunk takes over", read_only=True, choices=tuple(BlendMode))
         declare(self, "crossfade_time", 0.1, "length of the linear cross-fade (s)", low=0.001, high=10.0)
         declare(self, "ensemble_coeff", 0.01, "ACT temporal ensembling coefficient", low=0.0, high=10.0)
-        declare(self, "max_velocity", 0.0, "max target speed (rad/s); 0 = off", low=0.0, high=100.0)
+        declare(
+            self,
+            "max_velocity",
+            0.0,
+            "max target speed (rad/s); required without robot_config, the lower of both with it; 0 = unset",
+            low=0.0,
+            high=100.0,
+        )
         declare(
             self, "future_tolerance", 0.05, "accept chunks stamped this far ahead (s)", read_only=True, low=0, high=10
         )
@@ -154,6 +191,14 @@ class ExecutorNode(LifecycleNode):
         for param in params:
             if param.name in ("joint_names", "joint_limits_lower", "joint_limits_upper") and self._executor is not None:
                 return SetParametersResult(successful=False, reason=f"{param.name} can only change while unconfigured")
+            if param.name == "max_velocity" and self._limits is not None:
+                value = float(param.value)
+                if not 0 < value <= self._limits.max_velocity:
+                    return SetParametersResult(
+                        successful=False,
+                        reason=f"max_velocity must be > 0 and <= {self._limits.max_velocity} rad/s "
+                        f"({self._limits.source})",
+                    )
             if param.name in RUNTIME_PARAMETERS:
                 changes[RUNTIME_PARAMETERS[param.name]] = float(param.value)
         if changes and self._executor is not None:
@@ -165,16 +210,33 @@ class ExecutorNode(LifecycleNode):
                 self._executor.config = config
         return SetParametersResult(successful=True)
 
-    def _config(self, joint_names: tuple[str, ...]) -> ExecutorConfig:
-        def limits(name: str) -> tuple[float, ...] | None:
-            value = self._param(name)
-            return tuple(float(v) for v in value) if value else None
+    def _robot_limits(self) -> RobotLimits:
+        """Joints, limits and max velocity: from `robot_config`, narrowed by explicit parameters, or all explicit."""
+        values = {key: self._param(key) for key in ("joint_names", "joint_limits_lower", "joint_limits_upper")}
+        values["max_velocity"] = float(self._param("max_velocity"))
+        path = str(self._param("robot_config"))
+        if not path:
+            return limits_from_parameters(values, f"{self.get_fully_qualified_name()} (robot_config is empty)")
+        limits = load_robot_limits(path, self.get_fully_qualified_name())
+        if values["joint_names"] and tuple(values["joint_names"]) != limits.joint_names:
+            raise PolicyConfigError(
+                f"joint_names {list(values['joint_names'])} differ from {list(limits.joint_names)} of {limits.source}; "
+                "unset joint_names or fix the robot configuration"
+            )
+        for key in ("joint_limits_lower", "joint_limits_upper"):
+            if values[key] and len(values[key]) != len(limits.joint_names):
+                names = ", ".join(limits.joint_names)
+                raise PolicyConfigError(f"{key} needs {len(limits.joint_names)} values ({names})")
+        return limits.narrowed(
+            values["joint_limits_lower"] or None, values["joint_limits_upper"] or None, values["max_velocity"]
+        )
 
+    def _config(self, limits: RobotLimits) -> ExecutorConfig:
         return ExecutorConfig(
-            joint_names=joint_names,
-            lower=limits("joint_limits_lower"),
-            upper=limits("joint_limits_upper"),
-            max_velocity=float(self._param("max_velocity")),
+            joint_names=limits.joint_names,
+            lower=limits.lower,
+            upper=limits.upper,
+            max_velocity=limits.max_velocity,
             blend=BlendMode(self._param("blend")),
             crossfade_s=float(self._param("crossfade_time")),
             ensemble_coeff=float(self._param("ensemble_coeff")),
@@ -195,12 +257,16 @@ class ExecutorNode(LifecycleNode):
                 self.get_logger().error(reason)
                 return TransitionCallbackReturn.FAILURE
         self._output = output
-        if self._joint_names:
-            try:
-                self._executor = ChunkExecutor(self._config(self._joint_names))
-            except PolicyConfigError as err:
-                self.get_logger().error(f"invalid parameters: {err}")
-                return TransitionCallbackReturn.FAILURE
+        try:
+            limits = self._robot_limits()
+            self._executor = ChunkExecutor(self._config(limits))
+        except PolicyConfigError as err:
+            self.get_logger().error(f"cannot configure: {err}")
+            return TransitionCallbackReturn.FAILURE
+        self._limits, self._joint_names = limits, limits.joint_names
+        if float(self._param("max_velocity")) != limits.max_velocity:
+            self.set_parameters([Parameter("max_velocity", Parameter.Type.DOUBLE, limits.max_velocity)])
+        self._guard.clear()
         topic = str(self._param("output_topic")) or DEFAULT_TOPICS[output]
         msg_type = {"joint_trajectory": JointTrajectory, "joint_commands": JointState}.get(output, Float64MultiArray)
         self._publisher = self.create_publisher(msg_type, topic, COMMAND_QOS)
@@ -210,7 +276,10 @@ class ExecutorNode(LifecycleNode):
         self._state_sub = self.create_subscription(
             JointState, str(self._param("joint_states_topic")), self._on_joint_states, STATE_QOS
         )
-        self.get_logger().info(f"configured: {output} on {self.resolve_topic_name(topic)}")
+        self.get_logger().info(
+            f"configured: {output} on {self.resolve_topic_name(topic)}; joints {list(limits.joint_names)}, "
+            f"max_velocity {limits.max_velocity} rad/s, limits from {limits.source}"
+        )
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -218,8 +287,7 @@ class ExecutorNode(LifecycleNode):
             if self._executor is not None and not bool(self._param("start_enabled")):
                 self._executor.hold(self._now())
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="executor_ticks", daemon=True)
-        self._thread.start()
+        self._thread = self._guard.thread("tick loop", self._loop)
         self.get_logger().info("active")
         return super().on_activate(state)
 
@@ -236,7 +304,23 @@ class ExecutorNode(LifecycleNode):
             self.destroy_publisher(self._publisher)
         self._chunk_sub = self._state_sub = self._publisher = None
         self._executor = None
-        self._joint_names = tuple(self._param("joint_names"))
+        self._limits, self._joint_names = None, ()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A worker failed (or a transition did): send a hold where the robot is commanded now, release, go
+        unconfigured; configure + activate start again."""
+        self.stop_thread()
+        try:
+            now = self._now()
+            with self._lock:
+                held = self._executor.hold(now) if self._executor is not None else None
+            if held is not None and self._publisher is not None:
+                self._publish_hold(held, now)
+        except Exception as err:
+            self.get_logger().error(f"could not send the hold on error: {type(err).__name__}: {err}")
+        self.on_cleanup(state)
+        self.get_logger().error("error: holding, unconfigured; configure and activate to start again")
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -247,9 +331,9 @@ class ExecutorNode(LifecycleNode):
         """Stop the tick thread (deactivate, cleanup, and `main`'s last step while ROS still runs)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
-            self._thread = None
+        self._thread = None
 
     def _now(self) -> int:
         return int(self.get_clock().now().nanoseconds)
@@ -268,7 +352,7 @@ class ExecutorNode(LifecycleNode):
         with self._lock:
             executor = self._executor
             if executor is None:
-                response.success, response.message = False, "no chunk received yet: nothing to enable or stop"
+                response.success, response.message = False, "not configured: nothing to enable or stop"
                 return response
             if request.data:
                 # Restart from where the robot is now: it may have moved while stopped (teleop, a sim reset).
@@ -286,41 +370,28 @@ class ExecutorNode(LifecycleNode):
         return response
 
     def _take_chunk(self, now: int) -> bool:
-        """Hand the pending chunk to the executor; True when the plan changed."""
+        """Hand the pending chunk to the executor; True when the plan changed. A chunk that does not fit is
+        refused and counted (by reason) and the plan is left as it was."""
         with self._lock:
             msg, self._pending = self._pending, None
-            if msg is None:
+            if msg is None or self._executor is None:
                 return False
             try:
-                if self._executor is None:
-                    self._start_executor(tuple(msg.names))
-                assert self._executor is not None
                 self._seed_from_measured(now)
-                chunk = chunk_from_rows(
-                    msg.names,
-                    self._joint_names,
+                self._executor.accept(
+                    list(msg.names),
                     np.asarray(msg.data, dtype=np.float64),
                     int(msg.horizon),
-                    Time.from_msg(msg.header.stamp).nanoseconds,
-                    msg.period.sec * NS + msg.period.nanosec,
+                    # Not Time.from_msg: it raises on a negative stamp, which is the executor's to refuse.
+                    int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec),
+                    int(msg.period.sec) * NS + int(msg.period.nanosec),
                     int(msg.chunk_id),
+                    now,
                 )
-                self._executor.submit(chunk, now)
             except ChunkRejected as err:
-                if self._executor is not None and err.reason == "shape":
-                    self._executor.record_rejection(err)
                 self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
                 return False
-            except PolicyConfigError as err:
-                self.get_logger().error(f"cannot drive the chunk's joints: {err}", throttle_duration_sec=5.0)
-                return False
         return True
-
-    def _start_executor(self, names: tuple[str, ...]) -> None:
-        """The first chunk fixes the joints when `joint_names` is unset."""
-        if not self._joint_names:
-            self._joint_names = names
-        self._executor = ChunkExecutor(self._config(self._joint_names))
 
     def _seed_from_measured(self, now: int) -> None:
         """Before the first target, start from the measured pose so that the first chunk blends in from it."""
@@ -443,6 +514,8 @@ class ExecutorNode(LifecycleNode):
                 values[key] = f"{value:.6g}" if isinstance(value, float) else str(value)
         status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: action executor", hardware_id="policy")
         if executor is None:
+            status.level, status.message = DiagnosticStatus.OK, "unconfigured"
+        elif executor.stats.chunks_accepted == 0 and executor.output is None:
             status.level, status.message = DiagnosticStatus.OK, "waiting for the first chunk"
         elif starved:
             status.level, status.message = DiagnosticStatus.WARN, "starved: holding"
@@ -451,6 +524,7 @@ class ExecutorNode(LifecycleNode):
         else:
             status.level, status.message = DiagnosticStatus.OK, "executing"
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        self._guard.annotate(status)
         msg = DiagnosticArray(status=[status])
         msg.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(msg)
