@@ -20,6 +20,7 @@ def test_policy_launch_resolves_both_nodes_in_the_namespace(processes):
             "lerobot_policy_node",
             "policy.launch.yaml",
             "checkpoint:=scripted",
+            f"robot_config:={REPO / 'config/robots/so101.yaml'}",
             "namespace:=arm2",
             "output:=forward_position",
         ]
@@ -28,6 +29,17 @@ def test_policy_launch_resolves_both_nodes_in_the_namespace(processes):
     output = launcher.output()
     assert "/policy_node --ros-args" in output and "/action_executor --ros-args" in output
     assert "__ns:=/arm2" in output and "output: forward_position" in output and "checkpoint: scripted" in output
+    assert "robot_config: " in output and "so101.yaml" in output
+
+
+def test_policy_launch_requires_the_robot_config(processes):
+    """Issue 18 item 6: the executor gets no joints or limits by default; the launch names what is missing."""
+    launcher = processes.start(
+        [venv_script("lerobot-ros"), "launch", "--print", "lerobot_policy_node", "policy.launch.yaml",
+         "checkpoint:=scripted"]
+    )  # fmt: skip
+    assert launcher.wait(timeout=60) != 0
+    assert "robot_config" in launcher.output()
 
 
 def test_sim_policy_launch_includes_the_bridge(processes):
@@ -45,23 +57,33 @@ def test_sim_policy_launch_includes_the_bridge(processes):
     output = launcher.output()
     assert "/sim_bridge --ros-args" in output and "/policy_node --ros-args" in output
     assert "so101_sim.yaml" in output and "checkpoint: scripted:delay=0.1" in output
+    assert "config/robots/so101_sim.yaml" in output  # the executor's joints and limits
 
 
 @pytest.mark.ros
 def test_policy_launch_drives_the_fake_arm(processes, ros_node, tmp_path):
+    import yaml
     from trajectory_msgs.msg import JointTrajectory
 
+    from lerobot_drivers.arms import get_arm
+    from lerobot_drivers.arms.arm import default_fake_calibration
+    from lerobot_drivers.motors.calibration import save_calibration
     from lerobot_ros.testing import wait_for_messages
 
+    calibration = tmp_path / "follower.json"
+    save_calibration(calibration, default_fake_calibration(get_arm("so101_follower")))
+    robot_config = tmp_path / "robot.yaml"
+    robot_config.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+        "robot_type": "so101_follower", "calibration_file": str(calibration)}}}))  # fmt: skip
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "arm_logs"), "lerobot_drivers",
-         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}"],
+         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}", f"calibration:={calibration}"],
         name="arm",
     )  # fmt: skip
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "policy_logs"), "lerobot_policy_node",
          "policy.launch.yaml", "checkpoint:=scripted:delay=0.05", f"contract:={REPO / 'config/contracts/so101.yaml'}",
-         "max_observation_age:=1.0"],
+         f"robot_config:={robot_config}", "max_observation_age:=1.0"],
         name="policy",
     )  # fmt: skip
     messages = wait_for_messages(ros_node, JointTrajectory, "/follower/joint_trajectory", count=3, timeout=120)

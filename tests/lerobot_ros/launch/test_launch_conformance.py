@@ -62,11 +62,15 @@ REPOSITORY_CASES: list[tuple[Path, dict[str, str]]] = [
         PKG_LAUNCH / "lerobot_drivers/launch/so101_follower.launch.yaml",
         {"fake_hardware": "true", "port": "/dev/ttyUSB3"},
     ),
-    (PKG_LAUNCH / "lerobot_policy_node/launch/policy.launch.yaml", {"checkpoint": "scripted"}),
+    (
+        PKG_LAUNCH / "lerobot_policy_node/launch/policy.launch.yaml",
+        {"checkpoint": "scripted", "robot_config": ROBOT_CONFIG},
+    ),
     (
         PKG_LAUNCH / "lerobot_policy_node/launch/policy.launch.yaml",
         {
             "checkpoint": "user/act_so101",
+            "robot_config": ROBOT_CONFIG,
             "contract": CONTRACT,
             "namespace": "arm2",
             "device": "cuda",
