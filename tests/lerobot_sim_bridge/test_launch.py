@@ -9,7 +9,7 @@ from lerobot_ros.testing import venv_script
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_sim_launch_resolves_to_the_bridge_console_script(processes, sim_env):
+def test_sim_launch_resolves_to_the_bridge_executable_in_lib_package(processes, sim_env):
     launcher = processes.start(
         [
             venv_script("lerobot-ros"),
@@ -22,7 +22,7 @@ def test_sim_launch_resolves_to_the_bridge_console_script(processes, sim_env):
     )
     assert launcher.wait(timeout=60) == 0, launcher.output()
     output = launcher.output()
-    assert "/bin/sim_bridge --ros-args" in output and "__ns:=/follower" in output
+    assert "/lib/lerobot_sim_bridge/sim_bridge --ros-args" in output and "__ns:=/follower" in output
     assert "cameras: front:64x48,wrist:64x48" in output and "MUJOCO_GL=egl" in output
 
 
