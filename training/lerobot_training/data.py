@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from lerobot_training.errors import FeatureMismatchError, NormalizationError
 from lerobot_training.features import ACTION, FeatureType, PolicyFeature, feature_type_of
 from lerobot_training.normalize import imagenet_stats, stats_to_tensors
 from lerobot_training.policies.config import PolicyConfig
+from lerobot_training.transforms import ImageTransforms
 
 
 def open_reader(root: Path) -> Any:
@@ -136,36 +136,6 @@ def training_stats(
     return tensors
 
 
-@dataclass(frozen=True)
-class ImageAugmentation:
-    """Random colour jitter and shift of camera frames (strengths 0 disable each part)."""
-
-    brightness: float = 0.2
-    contrast: float = 0.2
-    saturation: float = 0.2
-    max_shift: int = 4
-
-    def __call__(self, frames: Tensor, generator: torch.Generator) -> Tensor:
-        """frames: uint8 (..., 3, H, W); the same draw applies to every frame of the window."""
-        x = frames.float() / 255.0
-
-        def factor(strength: float) -> float:
-            return 1.0 + (float(torch.rand((), generator=generator)) * 2 - 1) * strength
-
-        x = x * factor(self.brightness)
-        mean = x.mean(dim=(-3, -2, -1), keepdim=True)
-        x = (x - mean) * factor(self.contrast) + mean
-        gray = 0.299 * x[..., 0:1, :, :] + 0.587 * x[..., 1:2, :, :] + 0.114 * x[..., 2:3, :, :]
-        x = (x - gray) * factor(self.saturation) + gray
-        if self.max_shift > 0:
-            pad = self.max_shift
-            height, width = x.shape[-2:]
-            padded = torch.nn.functional.pad(x.reshape(-1, 3, height, width), (pad, pad, pad, pad), mode="replicate")
-            dy, dx = (int(v) for v in torch.randint(0, 2 * pad + 1, (2,), generator=generator))
-            x = padded[..., dy : dy + height, dx : dx + width].reshape(x.shape)
-        return (x.clamp(0, 1) * 255).round().to(torch.uint8)
-
-
 class _EpisodeFrames:
     """Decoded frames of one camera per episode, least recently used evicted beyond `max_bytes`."""
 
@@ -204,7 +174,7 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         episodes: Sequence[int],
         config: PolicyConfig,
         *,
-        augmentation: ImageAugmentation | None = None,
+        augmentation: ImageTransforms | None = None,
         cache_bytes: int = 512 * 2**20,
         cache_episodes: bool = True,
     ) -> None:

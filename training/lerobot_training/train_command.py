@@ -46,7 +46,18 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--feature", dest="features", action="append", help="input feature to use (repeatable)")
     parser.add_argument("--image-stats", choices=("dataset", "imagenet"), help="camera normalisation statistics")
-    parser.add_argument("--augment", action="store_true", default=None, help="random colour jitter and shifts")
+    parser.add_argument(
+        "--augment",
+        action="store_true",
+        default=None,
+        help="camera transforms, LeRobot's default table (brightness, contrast, saturation, hue, sharpness, affine)",
+    )
+    parser.add_argument(
+        "--image-transforms",
+        metavar="JSON|@FILE",
+        help='camera transforms as LeRobot configures them, e.g. \'{"max_num_transforms": 2, "tfs": {"b": {"type": '
+        '"ColorJitter", "kwargs": {"brightness": [0.7, 1.3]}}}}\' (training/README.md lists the types)',
+    )
     parser.add_argument("--pretrained-backbone", type=Path, help="local resnet18 weights (.safetensors or .pth)")
     parser.add_argument("--eval-every", type=int, help="steps between sim evaluations (0 = never, the default)")
     parser.add_argument("--eval-episodes", type=int, help="episodes per sim evaluation (default 5)")
@@ -88,6 +99,7 @@ _FLAG_FIELDS = {
     "features": "input_features",
     "image_stats": "image_stats",
     "augment": "augment",
+    "image_transforms": "image_transforms",
     "pretrained_backbone": "pretrained_backbone",
     "eval_every": "eval_every",
     "eval_episodes": "eval_episodes",
@@ -112,6 +124,20 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key.strip()] = raw
     return out
+
+
+def _read_json_argument(option: str, value: str) -> Any:
+    """A JSON value given inline or as @FILE; CommandError naming the option when it does not parse."""
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text()
+        except OSError as err:
+            raise CommandError(f"{option} {value}: cannot read the file ({err.strerror})") from None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise CommandError(f"{option}: not valid JSON ({err})") from None
 
 
 def _argv_of(args: argparse.Namespace) -> list[str]:
@@ -175,6 +201,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.nproc != 1:
         return _launch_torchrun(args)
     given = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if getattr(args, flag) is not None}
+    if "image_transforms" in given:
+        given["image_transforms"] = _read_json_argument("--image-transforms", given["image_transforms"])
     try:
         if args.resume:
             saved = args.out / "train_config.json"

@@ -28,7 +28,6 @@ from torch.utils.data import DataLoader
 
 from lerobot_training.checkpoint import load_policy, save_policy, write_atomic
 from lerobot_training.data import (
-    ImageAugmentation,
     PolicyDataset,
     StepBatchSampler,
     dataset_features,
@@ -50,6 +49,7 @@ from lerobot_training.features import FeatureType
 from lerobot_training.policies.base import Policy
 from lerobot_training.policies.registry import policy_class
 from lerobot_training.training_state import load_training_state, save_training_state
+from lerobot_training.transforms import ImageTransforms, ImageTransformsConfig
 
 LOG_COLUMNS = (
     "step", "split", "loss", "l1_loss", "kld_loss", "mse_loss", "lr", "grad_norm", "samples_per_s", "data_s",
@@ -84,7 +84,8 @@ class TrainConfig:
     policy_overrides: dict[str, Any] = field(default_factory=dict)
     input_features: list[str] | None = None
     image_stats: str = "dataset"
-    augment: bool = False
+    augment: bool = False  # LeRobot's default image transforms, enabled
+    image_transforms: dict[str, Any] | None = None  # LeRobot's ImageTransformsConfig as JSON (transforms.py)
     cache_decoded_mb: int = 512
     pretrained_backbone: Path | None = None
     eval_every: int = 0
@@ -102,8 +103,15 @@ class TrainConfig:
                 raise PolicyConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.warmup_steps < 0 or self.num_workers < 0 or self.eval_every < 0:
             raise PolicyConfigError("warmup_steps, num_workers and eval_every must be >= 0")
+        self.transforms_config()  # validates image_transforms
         if self.image_stats not in ("dataset", "imagenet"):
             raise PolicyConfigError(f"image_stats must be 'dataset' or 'imagenet', got {self.image_stats!r}")
+
+    def transforms_config(self) -> ImageTransformsConfig:
+        """The camera transforms of this run: `image_transforms`, else LeRobot's defaults (enabled by `augment`)."""
+        if self.image_transforms is not None:
+            return ImageTransformsConfig.from_json(self.image_transforms, "image_transforms")
+        return ImageTransformsConfig(enable=self.augment)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -203,7 +211,8 @@ class Trainer:
             torch.manual_seed(rank_seed(config.seed, self.dist))
         self.camera_keys = [k for k, ft in self.policy.config.input_features.items() if ft.type is FeatureType.VISUAL]
         cache = config.cache_decoded_mb * 2**20
-        augmentation = ImageAugmentation() if config.augment else None
+        transforms = ImageTransforms(config.transforms_config())
+        augmentation = transforms if transforms.active else None
         self.train_set = PolicyDataset(
             config.dataset, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache
         )
@@ -324,7 +333,12 @@ class Trainer:
             self.policy,
             fps=float(self.fps),
             contract=self.contract,
-            extra={"dataset": str(self.config.dataset), "train_episodes": self.train_episodes, "step": self.step},
+            extra={
+                "dataset": str(self.config.dataset),
+                "train_episodes": self.train_episodes,
+                "step": self.step,
+                "image_transforms": self.config.transforms_config().to_json(),
+            },
         )
         save_training_state(
             directory / "training_state", self.optimizer, self.scheduler, self.step,
