@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -161,7 +160,8 @@ def test_sampler_order_depends_only_on_seed_and_step() -> None:
 
 def test_augmented_dataset_items_are_reproducible(tiny_dataset: Path) -> None:
     reader = DatasetReader(tiny_dataset)
-    dataset = PolicyDataset(tiny_dataset, [0], policy_config(reader, "act"), augmentation=ImageTransforms(ImageTransformsConfig(enable=True)))
+    transforms = ImageTransforms(ImageTransformsConfig(enable=True))
+    dataset = PolicyDataset(tiny_dataset, [0], policy_config(reader, "act"), augmentation=transforms)
     assert torch.equal(dataset[(3, 99)]["observation.images.front"], dataset[(3, 99)]["observation.images.front"])
     assert not torch.equal(dataset[(3, 99)]["observation.images.front"], dataset[3]["observation.images.front"])
 
