@@ -235,11 +235,25 @@ class TrainingBackend:
         return np.asarray(chunk.detach().to("cpu").numpy())
 
 
+def _download(repo_id: str) -> Path:
+    """A Hub repo id -> its local snapshot (huggingface_hub, which LeRobot's environment has)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise LoadError(f"{repo_id!r} looks like a Hub repo id but huggingface_hub is not installed") from None
+    try:
+        return Path(snapshot_download(repo_id=repo_id))
+    except Exception as err:  # network, auth, missing repo: all one line for the user
+        raise LoadError(f"cannot download Hub repo {repo_id!r}: {type(err).__name__}: {err}") from None
+
+
 def load_backend(
     checkpoint: str, backend: str = "auto", device: str = "cpu", seed: int | None = None, robot_type: str = ""
 ) -> ServedPolicy:
-    """Load `checkpoint` (a local directory) with `backend` (one of BACKENDS); LoadError otherwise."""
+    """Load `checkpoint` (a local directory or a Hub repo id) with `backend` (one of BACKENDS); LoadError otherwise."""
     directory = Path(checkpoint).expanduser()
+    if not directory.exists() and checkpoint.count("/") == 1 and not checkpoint.startswith((".", "/", "~")):
+        directory = _download(checkpoint)
     if not (directory / "config.json").is_file():
         raise LoadError(f"{checkpoint}: not a checkpoint directory (no config.json)")
     if backend not in BACKENDS:

@@ -10,7 +10,7 @@ from lerobot_policy_server.protocol import DEFAULT_PORT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="checkpoint directory (config.json + model.safetensors + processors)")
+    parser.add_argument("checkpoint", help="checkpoint directory (config.json, weights, processors) or Hub repo id")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: every interface)")
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, mps)")
