@@ -145,3 +145,63 @@ def test_policy_node_runtime_threshold_and_transitions(context, tmp_path):
     assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     assert node._state == "unconfigured"
     node.destroy_node()
+
+
+def test_executor_tick_loop_failure_holds_reports_error_and_leaves_active(context):
+    """No thread dies silently: an unexpected exception in the tick loop sends a hold, turns the executor's status
+    to ERROR and takes the node through its error transition to unconfigured."""
+    import threading
+    import time
+
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    node = make_executor(context, **LIMITS, output="joint_commands", diagnostics_period=0.05)
+    listener = rclpy.create_node("listener", context=context)
+    lock = threading.Lock()
+    commands: list = []
+    statuses: list = []
+
+    def keep_status(msg) -> None:
+        with lock:
+            statuses.extend(msg.status)
+
+    listener.create_subscription(JointState, "joint_commands", lambda m: commands.append(list(m.position)), 10)
+    listener.create_subscription(DiagnosticArray, "/diagnostics", keep_status, 50)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(listener)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        with node._lock:
+            node._executor.reset([0.25, -0.5], node._now())
+
+        def broken_tick(now: int) -> None:
+            raise RuntimeError("injected tick failure")
+
+        node._tick = broken_tick
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and node._state_machine.current_state[1] != "unconfigured":
+            time.sleep(0.02)
+        assert node._state_machine.current_state[1] == "unconfigured"
+        while time.monotonic() < deadline:
+            with lock:
+                errors = [s for s in statuses if s.level == DiagnosticStatus.ERROR]
+            if any(s.name.endswith("action executor") for s in errors) and commands:
+                break
+            time.sleep(0.02)
+        assert commands and commands[-1] == pytest.approx([0.25, -0.5])  # the hold where it was commanded
+        worker = [s for s in errors if s.name.endswith("tick loop")]
+        assert worker and worker[0].message == "tick loop failed: RuntimeError: injected tick failure"
+        own = [s for s in errors if s.name.endswith("action executor")]
+        assert own and "tick loop failed" in own[-1].message
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5)
+        listener.destroy_node()
+        node.destroy_node()
