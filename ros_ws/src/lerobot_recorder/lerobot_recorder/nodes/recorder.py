@@ -36,6 +36,7 @@ from lerobot_msgs.msg import RecorderStatus
 from lerobot_recorder.bags.align import NS, AlignFeature
 from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, load_contract
 from lerobot_recorder.dataset import DatasetError, DatasetWriter, FeatureSpec
+from lerobot_recorder.dataset.writer import uncommitted_dataset
 from lerobot_recorder.recorder import ClockJumpError, RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import build_typestore, has_header, header_stamp_ns
 from lerobot_recorder.recorder.sampler import STAMP_REJECTIONS, LiveSampler
@@ -322,11 +323,13 @@ class Recorder(LifecycleNode):
         features = dataset_features(contract, bool(self._param("video")))
         codec = str(self._param("video_codec"))
         exists = (self._root / "meta" / "info.json").is_file()
-        if self._param("resume"):
+        # A root left by a recorder killed before its first save holds no episode: this run takes it over.
+        leftover = uncommitted_dataset(self._root)
+        if self._param("resume") and not leftover:
             if not exists:
                 raise RecorderError(f"resume:=true but {self._root} holds no dataset (no meta/info.json)")
             return DatasetWriter.open(self._root, expect_features=features, expect_fps=fps, video_codec=codec)
-        if self._root.exists() and any(self._root.iterdir()):
+        if self._root.exists() and any(self._root.iterdir()) and not leftover:
             raise RecorderError(
                 f"{self._root} already exists; pass resume:=true to add episodes to it, or choose another root"
             )
