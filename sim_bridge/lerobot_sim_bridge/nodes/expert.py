@@ -94,6 +94,7 @@ class ScriptedExpertNode(Node):
         self._state = _State.WAITING
         self._episode_start = 0.0
         self._last_answered = -1.0
+        self._last_command: JointState | None = None
         self._ticks = 0
         self._poses: OrderedDict[float, dict[str, ObjectPose]] = OrderedDict()
         self._pending: JointState | None = None
@@ -183,8 +184,15 @@ class ScriptedExpertNode(Node):
         if self._state is not _State.ACTIVE:
             return
         stamp = _seconds(msg.header.stamp)
-        if stamp < self._episode_start - 1e-9 or stamp <= self._last_answered:
-            # Before this episode, or an observation the bridge sent again: already answered.
+        if stamp == self._last_answered and self._last_command is not None:
+            # The bridge sent this observation again: it is still waiting, so our answer did not reach it (on a
+            # busy machine the bridge's subscription can match our publisher after the answer went out). Send
+            # the same command again; the lockstep would otherwise wait forever.
+            self._pending = None
+            self._commands_pub.publish(self._last_command)
+            return
+        if stamp < self._episode_start - 1e-9 or stamp < self._last_answered:
+            # Before this episode, or older than what was answered already.
             self._pending = None
             return
         poses = self._poses.get(stamp)
@@ -207,6 +215,7 @@ class ScriptedExpertNode(Node):
         command.position = [float(x) for x in targets]
         self._commands_pub.publish(command)
         self._last_answered = stamp
+        self._last_command = command
         self._ticks += 1
 
     def _on_episode_end(self, msg: String) -> None:
