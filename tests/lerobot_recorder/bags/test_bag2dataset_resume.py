@@ -257,3 +257,28 @@ def test_rerun_after_a_kill_before_the_first_commit(make_bag: MakeBag, tmp_path:
     convert(bags, contract, root, codec=DEFAULT_CODEC)
     convert(bags, contract, tmp_path / "clean", codec=DEFAULT_CODEC)
     assert_same_dataset(tmp_path / "clean", root)
+
+
+def test_interrupted_append_resumes_when_run_again(make_bag: MakeBag, tmp_path: Path) -> None:
+    """`--append b c` interrupted after b: the same command again adds only c; another `--append b` is refused."""
+    a, b, c = _bags(make_bag, 3)
+    contract = contract_for(SPEC, camera_dtype="video")
+    options = ConvertOptions(contract=contract, task="pick the cube", split=SplitRule())
+    root = tmp_path / "ds"
+    convert([a], contract, root)
+
+    def interrupt(entry: dict[str, Any]) -> None:
+        raise KeyboardInterrupt
+
+    def append(bags: list[Path], on_episode: Callable[[dict[str, Any]], None] | None = None) -> Any:
+        return convert_bags(bags, options, root=root, repo_id="t/r", append=True, codec="h264", on_episode=on_episode)
+
+    with pytest.raises(KeyboardInterrupt):
+        append([b, c], interrupt)
+    resumed = append([b, c])
+    assert [e["episode_index"] for e in resumed.already] == [1]
+    assert [e["bag"] for e in resumed.episodes] == [str(c)]
+    convert([a, b, c], contract, tmp_path / "clean")
+    assert_same_dataset(tmp_path / "clean", root)
+    with pytest.raises(BagError, match=r"is already in .* \(episode\(s\) 1\)"):
+        append([b])

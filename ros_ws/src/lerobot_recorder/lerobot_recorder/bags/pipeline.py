@@ -53,7 +53,7 @@ from lerobot_recorder.bags.convert import (
 )
 from lerobot_recorder.bags.errors import BagError, DiskFullError
 from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.bags.sources import SourceLog, bag_hash, settings_of
+from lerobot_recorder.bags.sources import SourceLog, bag_hash, run_id, settings_of
 
 if TYPE_CHECKING:
     from lerobot_recorder.dataset import DatasetWriter
@@ -426,19 +426,19 @@ def _plan_sources(
                 "convert it twice"
             )
         seen.setdefault(digest, path)
-    if created or allow_duplicates:
+    if created or allow_duplicates or total_episodes == 0:
         return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])
+    run = run_id(settings, hashes)
     if append:
+        # This command run before and was interrupted: it resumes; a bag the dataset got otherwise is refused.
         for path, digest in zip(bags, hashes, strict=True):
-            done = log.episodes_of(digest)
+            done = log.episodes_of(digest, other_than_run=run)
             if done:
                 raise BagError(
                     f"{path} is already in {root} (episode(s) {_ranges(done)}); leave it out, or pass "
                     "--allow-duplicates to add it again"
                 )
-        return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])
-    if total_episodes == 0:
-        return _Plan(list(bags), list(hashes), [frozenset()] * len(bags), [])  # nothing committed yet: start over
+        return _resume_plan(log, bags, hashes, settings, run)
     foreign = log.foreign(hashes, settings)
     if not log.present or foreign:
         other_bags = [int(e["episode_index"]) for e in foreign if e["bag_hash"] not in hashes]
@@ -455,15 +455,20 @@ def _plan_sources(
             f"{root} already holds a dataset and {why}; pass --append to add episodes to it, or choose another "
             "--output (to resume an interrupted conversion, repeat its command unchanged)"
         )
+    return _resume_plan(log, bags, hashes, settings, None)
+
+
+def _resume_plan(log: SourceLog, bags: Sequence[Path], hashes: Sequence[str], settings: str, run: str | None) -> _Plan:
+    """Skip the parts (and whole bags) the dataset holds from these bags with these settings (and this run)."""
     plan = _Plan([], [], [], [])
     for path, digest in zip(bags, hashes, strict=True):
-        parts = log.parts_of(digest, settings)
+        parts = log.parts_of(digest, settings, run)
         plan.already.extend(
             {"bag": str(path), "episode_index": int(e["episode_index"]), "part": int(e["part"])}
             for e in log.episodes
-            if e["bag_hash"] == digest
+            if e["bag_hash"] == digest and int(e["part"]) in parts
         )
-        if log.complete(digest, settings):
+        if log.complete(digest, settings, run):
             continue
         plan.bags.append(path)
         plan.hashes.append(digest)
@@ -582,6 +587,7 @@ def convert_bags(
     try:
         log = SourceLog.load(root, writer.num_episodes)
         settings = log.add_settings(settings_of(options))
+        run = run_id(settings, hashes)
         plan = _plan_sources(
             log,
             bags,
@@ -623,6 +629,7 @@ def convert_bags(
                 "end_stamp_s": None if start is None else start + event.frames / options.contract.fps,
                 "frames": event.frames,
                 "settings": settings,
+                "run": run,
             }
         )
 
@@ -672,6 +679,7 @@ def convert_bags(
                                 "bag": str(Path(event.bag).resolve()),
                                 "bag_hash": hash_of[event.bag],
                                 "settings": settings,
+                                "run": run,
                             }
                         )
                     result.bags.append({**event.info, **({"error": event.error} if event.error else {})})

@@ -6,11 +6,13 @@ tasks.parquet and the episodes/data/videos files, so it ignores this file, as it
     {"format": 1, "hash": HASH_KIND,
      "settings": {SETTINGS_ID: {contract, stamp, align, tolerance_s, task, task_topic, split}},
      "episodes": [{"episode_index", "bag", "bag_hash", "part", "start_stamp_s", "end_stamp_s", "frames",
-                   "settings"}],
-     "bags": [{"bag", "bag_hash", "parts", "settings"}]}
+                   "settings", "run"}],
+     "bags": [{"bag", "bag_hash", "settings", "run"}]}
 
 `part` numbers a bag's episode ranges (0 for one-per-bag; the n-th marker or gap range otherwise); `bags` lists
-the bags whose conversion ran to the end (a resume skips them without opening them).
+the bags whose conversion ran to the end (a resume skips them without opening them); `run` identifies the
+command (its settings and bags), so re-running an interrupted `--append` resumes it while another `--append` of
+the same bag is refused.
 
 Crash safety without a second journal: an episode's record is written *before* the writer commits the episode,
 naming the index the commit will get. The dataset's `total_episodes` decides: a record whose index the dataset
@@ -76,6 +78,15 @@ def settings_id(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def run_id(settings: str, digests: Sequence[str]) -> str:
+    """The id of a command: its settings and its bags in order (the same command run again has the same id)."""
+    return settings_id({"settings": settings, "bags": list(digests)})
+
+
+def _matches(record: Mapping[str, Any], digest: str, settings: str, run: str | None) -> bool:
+    return record["bag_hash"] == digest and record["settings"] == settings and (run is None or record.get("run") == run)
+
+
 @dataclass
 class SourceLog:
     """The dataset's source records (see the module docstring)."""
@@ -105,17 +116,21 @@ class SourceLog:
         lost = {e["bag_hash"] for e in episodes if int(e["episode_index"]) >= total_episodes}
         return cls(root, settings, kept, [b for b in bags if b["bag_hash"] not in lost], present=True)
 
-    def parts_of(self, digest: str, settings: str) -> set[int]:
-        """The parts of bag `digest` converted with `settings`."""
-        return {int(e["part"]) for e in self.episodes if e["bag_hash"] == digest and e["settings"] == settings}
+    def parts_of(self, digest: str, settings: str, run: str | None = None) -> set[int]:
+        """The parts of bag `digest` converted with `settings` (by the command `run`, when given)."""
+        return {int(e["part"]) for e in self.episodes if _matches(e, digest, settings, run)}
 
-    def complete(self, digest: str, settings: str) -> bool:
-        """True when bag `digest` was converted to its end with `settings`."""
-        return any(b["bag_hash"] == digest and b["settings"] == settings for b in self.bags)
+    def complete(self, digest: str, settings: str, run: str | None = None) -> bool:
+        """True when bag `digest` was converted to its end with `settings` (by the command `run`, when given)."""
+        return any(_matches(b, digest, settings, run) for b in self.bags)
 
-    def episodes_of(self, digest: str) -> list[int]:
-        """Indices of the episodes converted from bag `digest` (any settings)."""
-        return [int(e["episode_index"]) for e in self.episodes if e["bag_hash"] == digest]
+    def episodes_of(self, digest: str, other_than_run: str | None = None) -> list[int]:
+        """Indices of the episodes converted from bag `digest` (any settings; not those of `other_than_run`)."""
+        return [
+            int(e["episode_index"])
+            for e in self.episodes
+            if e["bag_hash"] == digest and (other_than_run is None or e.get("run") != other_than_run)
+        ]
 
     def foreign(self, digests: Sequence[str], settings: str) -> list[dict[str, Any]]:
         """Episode records not made from one of `digests` with `settings` (a resume cannot include them)."""
