@@ -205,3 +205,50 @@ def test_executor_tick_loop_failure_holds_reports_error_and_leaves_active(contex
         spinner.join(timeout=5)
         listener.destroy_node()
         node.destroy_node()
+
+
+def test_policy_node_dispatcher_failure_is_an_error_state(context, tmp_path):
+    """An unexpected exception in the inference dispatcher: status 'error' with the reason, unconfigured."""
+    import threading
+    import time
+
+    from rclpy.executors import SingleThreadedExecutor
+
+    from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+    contract = tmp_path / "c.yaml"
+    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
+    features = {"action": {**feature, "topic": "/r/cmd"}, "observation.state": {**feature, "topic": "/r/js"}}
+    contract.write_text(yaml.safe_dump({"robot_type": "x", "fps": 30, "features": features}))
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("checkpoint", value="scripted:horizon=4"),
+        Parameter("contract", value=str(contract)),
+    ]
+    node = PolicyNode(context=context, parameter_overrides=overrides)
+    statuses: list = []
+    node._status_pub.publish = statuses.append  # what ~/status carries
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+
+        def broken_dispatch(stop, workers) -> None:
+            raise KeyError("injected dispatcher failure")
+
+        node._dispatch = broken_dispatch
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and node._state_machine.current_state[1] != "unconfigured":
+            time.sleep(0.02)
+        assert node._state_machine.current_state[1] == "unconfigured"
+        assert node._policy is None and node._dispatcher is None
+        last = statuses[-1]
+        assert last.state == "error"
+        assert last.message == "inference dispatch failed: KeyError: 'injected dispatcher failure'"
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5)
+        node.destroy_node()

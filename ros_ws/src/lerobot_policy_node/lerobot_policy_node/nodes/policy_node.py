@@ -57,6 +57,7 @@ from lerobot_recorder.contract import Contract, ContractError
 from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_main import run_lifecycle_node
+from lerobot_ros.worker_guard import WorkerGuard
 
 # Parameters that change the running scheduler -> SchedulerConfig field.
 SCHEDULER_PARAMETERS = {
@@ -82,11 +83,16 @@ class InferenceWorkers:
     would keep a stopped node alive until it ends; these can be left behind (`stop` says whether any was).
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, guard: WorkerGuard | None = None) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"inference_{i}", daemon=True) for i in range(count)]
-        for thread in self._threads:
-            thread.start()
+        if guard is None:
+            self._threads = [
+                threading.Thread(target=self._work, name=f"inference_{i}", daemon=True) for i in range(count)
+            ]
+            for thread in self._threads:
+                thread.start()
+        else:
+            self._threads = [guard.thread(f"inference worker {i}", self._work) for i in range(count)]
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
@@ -141,7 +147,10 @@ class PolicyNode(LifecycleNode):
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._status_timer = self.create_timer(1.0, self._publish_status)
+        # Dispatcher, inference workers and the status timer: an unexpected exception in any of them is an error
+        # state (ERROR status and diagnostics, lifecycle error transition), never a silently dead thread.
+        self._guard = WorkerGuard.for_node(self, hardware_id="policy")
+        self._status_timer = self.create_timer(1.0, self._guard.wrap("status", self._publish_status))
         self._task_sub = self.create_subscription(String, "~/task", self._on_task, TASK_QOS)
         self._publish_status()
 
@@ -225,6 +234,7 @@ class PolicyNode(LifecycleNode):
         )
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._guard.clear()
         try:
             self._configure()
         except (PolicyLoadError, PolicyConfigError, ObservationError, ContractError) as err:
@@ -306,11 +316,8 @@ class PolicyNode(LifecycleNode):
         self._warm = not bool(self._param("warmup"))
         # A fresh stop event per activation: an inference left running by the last deactivation stays stopped.
         self._stop = threading.Event()
-        self._workers = InferenceWorkers(int(self._param("inference_workers")))
-        self._dispatcher = threading.Thread(
-            target=self._dispatch, args=(self._stop, self._workers), name="inference_dispatch", daemon=True
-        )
-        self._dispatcher.start()
+        self._workers = InferenceWorkers(int(self._param("inference_workers")), self._guard)
+        self._dispatcher = self._guard.thread("inference dispatch", self._dispatch, self._stop, self._workers)
         self._set_state("active", "")
         self.get_logger().info("active")
         return super().on_activate(state)
@@ -335,13 +342,20 @@ class PolicyNode(LifecycleNode):
         self.stop_threads()
         return TransitionCallbackReturn.SUCCESS
 
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A worker failed (or a transition did): stop inferring and release, to unconfigured; no more chunks, so
+        the executor holds. Configure + activate start again."""
+        self.on_cleanup(state)
+        self._set_state("error", "; ".join(f.message for f in self._guard.failures) or "a transition failed")
+        return TransitionCallbackReturn.SUCCESS
+
     def stop_threads(self) -> None:
         """Stop dispatching; results of inferences still running are dropped (deactivate, cleanup, `main`)."""
         self._stop.set()
         self._new_message.set()
-        if self._dispatcher is not None:
+        if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
             self._dispatcher.join(timeout=5.0)
-            self._dispatcher = None
+        self._dispatcher = None
         if self._workers is not None:
             if not self._workers.stop(INFERENCE_STOP_WAIT_S):
                 self.get_logger().warning(
@@ -494,6 +508,9 @@ class PolicyNode(LifecycleNode):
         msg = PolicyStatus()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.state = self._state
+        failures = self._guard.failures
+        if failures:
+            msg.state = "error"
         msg.policy = self._policy.name if self._policy is not None else str(self._param("checkpoint"))
         msg.device = str(self._param("device"))
         msg.chunks_published = self._chunk_id
@@ -501,7 +518,7 @@ class PolicyNode(LifecycleNode):
         msg.mean_inference_time = float(self._scheduler.mean_inference_s) if self._scheduler is not None else 0.0
         msg.observation_age = float(self._observation_age)
         msg.stale_observations = self._stale
-        msg.message = self._message
+        msg.message = "; ".join(f.message for f in failures) if failures else self._message
         msg.task = self._task
         msg.last_chunk_task = self._chunk_task
         self._status_pub.publish(msg)
