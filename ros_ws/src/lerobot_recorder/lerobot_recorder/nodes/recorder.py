@@ -29,6 +29,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.serde import SerdeError
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from lerobot_msgs.action import RecordEpisode
@@ -117,6 +118,8 @@ class Recorder(LifecycleNode):
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._control_group,
         )
+        # The task of the next episodes, also from a topic (e.g. the one the policy node reads, remapped to both).
+        self.create_subscription(String, "~/task", self._on_task, 10, callback_group=self._control_group)
         self.create_timer(
             float(self._param("diagnostics_period")), self._publish_diagnostics, callback_group=self._tick_group
         )
@@ -189,6 +192,12 @@ class Recorder(LifecycleNode):
 
     def _param(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    def _on_task(self, msg: String) -> None:
+        """A task on `~/task` becomes the `task` parameter (validated there); a refused one is logged."""
+        result = self.set_parameters([Parameter("task", Parameter.Type.STRING, msg.data)])[0]
+        if not result.successful:
+            self.get_logger().error(f"task on ~/task refused: {result.reason}")
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         for param in params:
