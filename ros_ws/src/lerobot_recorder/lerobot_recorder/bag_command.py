@@ -136,14 +136,16 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             progress=not args.quiet and sys.stderr.isatty(),
             on_episode=lambda entry: print(_episode_line(entry), flush=True),
+            on_resume=lambda already: print(
+                f"bag2dataset: skipping {len(already)} already converted episode(s) of "
+                f"{len({entry['bag'] for entry in already})} bag(s) in {root}",
+                flush=True,
+            ),
         )
     except DiskFullError as err:
         raise CommandError(str(err)) from None
     except BagError as err:
         raise CommandError(str(err) if str(err).startswith("writing ") else f"nothing written: {err}") from None
-    if result.already:
-        bags = len({entry["bag"] for entry in result.already})
-        print(f"bag2dataset: skipping {len(result.already)} already converted episode(s) of {bags} bag(s) in {root}")
     for bag in result.bags:
         for warning in bag.get("warnings", []):
             print(f"  warning  {Path(bag['bag']).name}: {warning}")

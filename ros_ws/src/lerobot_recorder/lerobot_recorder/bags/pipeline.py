@@ -550,6 +550,7 @@ def convert_bags(
     jobs: int = 1,
     progress: bool = False,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
+    on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
     progress_stream: TextIO | None = None,
 ) -> ConversionResult:
     """Convert `bags` into the dataset at `root` (see the module docstring).
@@ -604,6 +605,8 @@ def convert_bags(
         _drop_if_empty(root, created, result)
         raise
     result.already = plan.already
+    if plan.already and on_resume is not None:
+        on_resume(plan.already)  # before converting: what an earlier run converted, and is skipped
     bar = None
     if progress:
         from tqdm import tqdm
