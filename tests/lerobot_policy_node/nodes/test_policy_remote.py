@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from test_policy_on_fake_arm import Probe, write_contract
 
 from lerobot_ros.testing import venv_script
@@ -56,6 +57,16 @@ class ChunkProbe:
                 into.append(msg)
 
         return on_message
+
+    def publish_task(self, text: str, timeout: float = 30.0) -> None:
+        """Publish on /policy/task once the policy node's subscription is matched (else the message is lost)."""
+        from std_msgs.msg import String
+
+        deadline = time.monotonic() + timeout
+        while self.task.get_subscription_count() < 1:
+            assert time.monotonic() < deadline, "the policy node never subscribed to /policy/task"
+            time.sleep(0.05)
+        self.task.publish(String(data=text))
 
     def status(self, predicate, timeout: float = 60.0):
         deadline = time.monotonic() + timeout
@@ -123,6 +134,10 @@ def fake_arm(tmp_path, processes):
     pty.start()
     cal_file = tmp_path / "so101.json"
     save_calibration(cal_file, calibration)
+    # The executor's joints and limits come from the driver's section of the robot configuration.
+    robot = tmp_path / "robot.yaml"
+    robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+        "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
     ns = ["-r", "__ns:=/follower"]
     driver = processes.start(
         [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
@@ -132,7 +147,7 @@ def fake_arm(tmp_path, processes):
     )  # fmt: skip
     executor = processes.start(
         [venv_script("action_executor"), "--ros-args", *ns, "-p", "output:=joint_commands", "-p", "rate:=50.0",
-         "-p", "diagnostics_period:=0.25", "-p", "max_velocity:=1.5"],
+         "-p", f"robot_config:={robot}", "-p", "diagnostics_period:=0.25", "-p", "max_velocity:=1.5"],
         name="executor",
     )  # fmt: skip
     for process in (driver, executor):
@@ -153,9 +168,7 @@ def test_remote_policy_drives_the_fake_arm_and_survives_a_server_crash(tmp_path,
     assert list(first.names) == JOINTS and first.horizon == 15
     probe.diagnostic(lambda v: int(v["chunks_accepted"]) >= 3)
     # The task changes at run time through ~/task: the next chunks say they were computed for it.
-    from std_msgs.msg import String
-
-    chunks.task.publish(String(data="wave twice"))
+    chunks.publish_task("wave twice")
     chunks.chunk(lambda c: c.task == "wave twice")
     status = chunks.status(lambda s: s.task == "wave twice" and s.last_chunk_task == "wave twice")
     assert status.state == "active"
@@ -205,14 +218,12 @@ def test_wrong_action_dimension_from_the_server_is_reported_never_published(tmp_
 
 
 def test_a_task_with_control_characters_is_refused(tmp_path, processes, ros_node):
-    from std_msgs.msg import String
-
     chunks = ChunkProbe(ros_node)
     port = free_port()
     start_fake_server(processes, port)
     policy = start_policy(processes, write_contract(tmp_path / "contract.yaml"), port, "-p", "task:=stack")
     policy.wait_for_output("active", timeout=60)
-    chunks.task.publish(String(data="stack\nthen wave"))
+    chunks.publish_task("stack\nthen wave")
     policy.wait_for_output(r"task on ~/task refused: task contains control characters \(U\+000A\)", timeout=30)
-    chunks.task.publish(String(data="stack, then wave"))
+    chunks.publish_task("stack, then wave")
     chunks.status(lambda s: s.task == "stack, then wave")

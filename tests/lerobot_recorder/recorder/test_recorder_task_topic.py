@@ -22,6 +22,10 @@ def test_task_from_the_topic_is_stored_per_episode(tmp_path, processes, ros_node
     recorder = start_recorder(processes, root, start_session=False, episode_time_s=30.0, reset_time_s=0.3)
     watcher.wait_state("idle", timeout=40)
     publisher = ros_node.create_publisher(String, "/recorder/task", 10)
+    deadline = time.monotonic() + 30
+    while publisher.get_subscription_count() < 1:  # a message published before discovery is lost
+        assert time.monotonic() < deadline, "the recorder never subscribed to /recorder/task"
+        time.sleep(0.05)
 
     result, _ = record_one_episode(ros_node, "", 0.5)  # empty goal task: the recorder's task parameter
     assert result.saved, result.message
