@@ -228,19 +228,22 @@ def test_disk_full_injected_at_the_encoder(make_bag: MakeBag, tmp_path: Path, mo
     _check_kept(root, 1)
 
 
-@pytest.mark.parametrize("size_kb", [16, 64, 160, 400])
+@pytest.mark.parametrize(("size_kb", "jobs"), [(16, 1), (64, 1), (160, 1), (400, 1), (160, 2), (600, 2)])
 def test_disk_full_on_a_small_tmpfs(
     make_bag: MakeBag,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     mount_tmpfs: Callable[[str], Path],
     size_kb: int,
+    jobs: int,
 ) -> None:
-    """16-160 KB free used to end in a traceback from stats.close() that masked the clean error."""
+    """16-160 KB free used to end in a traceback from stats.close() that masked the clean error; with --jobs the
+    disk fills in a worker process."""
     disk = mount_tmpfs(f"size={size_kb}k")
     bags = _two_episode_bags(make_bag)
     root = disk / "ds"
-    code, text = _cli(capsys, *bags, "--contract", _contract_file(tmp_path), "--task", "t", "--output", root)
+    contract = _contract_file(tmp_path)
+    code, text = _cli(capsys, *bags, "--contract", contract, "--task", "t", "--output", root, "--jobs", str(jobs))
     kept = text.count("  episode ")
     if code == 0:
         assert kept == 3, text
