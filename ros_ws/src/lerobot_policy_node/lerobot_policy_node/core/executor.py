@@ -9,9 +9,10 @@ horizon (`trajectory`, for JointTrajectory consumers).
 When a chunk arrives at time ``now``:
 
 * it is checked: names (`chunk_from_rows`: every driven joint, none twice), shape, finite values, a positive
-  stamp, a period in (0, `MAX_PERIOD_NS`], not stamped in the future beyond `future_tolerance_s` (clock
-  skew), not entirely in the past (stale). A rejected chunk raises `ChunkRejected`, is counted per reason
-  and leaves the plan untouched (the robot keeps following the previous plan, then holds);
+  stamp (`accept`, the message's entry point), a period in (0, `MAX_PERIOD_NS`], not stamped in the future
+  beyond `future_tolerance_s` (clock skew), not entirely in the past (stale). A rejected chunk raises
+  `ChunkRejected`, is counted per reason and leaves the plan untouched (the robot keeps following the
+  previous plan, then holds);
 * values are clipped to the joint limits;
 * steps stamped before ``now`` are dropped (latency compensation): the new plan starts at ``now`` with the
   chunk's value interpolated at ``now``;
@@ -365,7 +366,16 @@ class ChunkExecutor:
         chunk_id: int,
         now_ns: int,
     ) -> None:
-        """`submit` an ActionChunk's fields (`chunk_from_rows`); every rejection is counted, then raised."""
+        """`submit` an ActionChunk's fields (`chunk_from_rows`); every rejection is counted, then raised.
+
+        A header stamp <= 0 is refused ("stamp"): unset, or not the time of an observation.
+        """
+        if stamp_ns <= 0:
+            raise self._reject(
+                "stamp",
+                f"chunk {chunk_id} is stamped {stamp_ns / NS:.9f} s; the stamp must be the (positive) time of the "
+                "observation the chunk was computed from",
+            )
         try:
             chunk = chunk_from_rows(names, self.config.joint_names, data, horizon, stamp_ns, period_ns, chunk_id)
         except ChunkRejected as err:
@@ -386,12 +396,6 @@ class ChunkExecutor:
         if not np.all(np.isfinite(actions)):
             bad = sorted({self.config.joint_names[j] for j in np.argwhere(~np.isfinite(actions))[:, 1]})
             raise self._reject("non_finite", f"chunk {chunk.chunk_id} holds NaN/inf for {bad}; holding instead")
-        if chunk.stamp_ns <= 0:
-            raise self._reject(
-                "stamp",
-                f"chunk {chunk.chunk_id} is stamped {chunk.stamp_ns / NS:.9f} s; the stamp must be the (positive) time "
-                "of the observation the chunk was computed from",
-            )
         if (chunk.period_ns <= 0 and len(actions) > 1) or chunk.period_ns > MAX_PERIOD_NS:
             raise self._reject(
                 "period",
