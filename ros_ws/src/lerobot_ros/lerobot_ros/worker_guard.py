@@ -244,3 +244,7 @@ class _ErrorPath(ManagedEntity):
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         return TransitionCallbackReturn.ERROR if self._guard.error_requested else TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._guard.clear()  # active again (configured anew): earlier failures are history
+        return TransitionCallbackReturn.SUCCESS
