@@ -41,6 +41,7 @@ from lerobot_drivers.arms.controller import ArmController, CommandRejected, Cont
 from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
 from lerobot_ros.node_main import run_lifecycle_node
+from lerobot_ros.worker_guard import WorkerGuard
 
 # rad/s: below the no-load speed of the STS3215 (~4.7 rad/s at 7.4 V) and of the Koch's Dynamixels.
 DEFAULT_MAX_VELOCITY = 3.0
@@ -97,6 +98,8 @@ class ArmDriver(LifecycleNode):
         # The loop thread asks for the error transition through this; it runs on the executor's thread, as
         # every other transition does.
         self._loop_failure_signal = self.create_guard_condition(self._on_loop_failure)
+        # Whatever escapes the loop's own fault handling: logged, ERROR on /diagnostics, lifecycle error path.
+        self._guard = WorkerGuard.for_node(self, hardware_id="arm")
         self._reconnect_timer: Any = None
         self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
 
@@ -374,7 +377,9 @@ class ArmDriver(LifecycleNode):
             ]
         self._stop.clear()
         self._loop_failed.clear()
-        self._thread = threading.Thread(target=self._run_loop, name="arm_driver_loop", daemon=True)
+        self._thread = threading.Thread(
+            target=self._guard.wrap("control loop", self._run_loop), name="arm_driver_loop", daemon=True
+        )
         self._thread.start()
         self.get_logger().info(
             f"active ({'leader' if self._leader else 'follower'}), loop at {self._param('loop_rate')} Hz"
