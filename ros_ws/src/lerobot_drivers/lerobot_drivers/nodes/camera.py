@@ -29,6 +29,7 @@ from lerobot_drivers.cameras.errors import CameraError
 from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
 from lerobot_ros.images import compressed_format, encode_jpeg, message_data, rgb_to_image
 from lerobot_ros.node_main import run_lifecycle_node
+from lerobot_ros.worker_guard import WorkerGuard
 
 IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -63,6 +64,8 @@ class CameraNode(LifecycleNode):
         self._mode: CameraMode | None = None
         self._capture: CaptureThread | None = None
         self._publisher_thread: threading.Thread | None = None
+        # An unexpected exception in the publish loop: logged, ERROR on /diagnostics, lifecycle error path.
+        self._guard = WorkerGuard.for_node(self, hardware_id="camera")
         self._stop = threading.Event()
         self._pubs: dict[str, Any] = {}
         self._stalled = False
@@ -122,7 +125,9 @@ class CameraNode(LifecycleNode):
         )
         self._stop.clear()
         self._capture.start()
-        self._publisher_thread = threading.Thread(target=self._publish_loop, name="camera_publish", daemon=True)
+        self._publisher_thread = threading.Thread(
+            target=self._guard.wrap("publish loop", self._publish_loop), name="camera_publish", daemon=True
+        )
         self._publisher_thread.start()
         self._diag_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
         return super().on_activate(state)
