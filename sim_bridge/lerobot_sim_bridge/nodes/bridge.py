@@ -35,6 +35,7 @@ from trajectory_msgs.msg import JointTrajectory
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_msgs.srv import ResetEnv
 from lerobot_ros.node_main import run_node
+from lerobot_ros.worker_guard import WorkerGuard
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, StepOutcome, make_adapter
 from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
@@ -151,7 +152,11 @@ class SimBridge(Node):
         self._diagnostics_period = float(self._param("diagnostics_period"))
 
         self._reset_locked(self._next_seed)
-        self._thread = threading.Thread(target=self._run, name="sim_bridge_loop", daemon=True)
+        # A crash of the loop is logged with its traceback and stays ERROR on /diagnostics.
+        self._guard = WorkerGuard.for_node(self, hardware_id="sim")
+        self._thread = threading.Thread(
+            target=self._guard.wrap("simulation loop", self._run), name="sim_bridge_loop", daemon=True
+        )
         self.get_logger().info(
             f"sim bridge ready: env {env_id}, {1.0 / self._dt:g} fps, {config.substeps} substeps, mode "
             f"{self._mode.value}, {'sim' if self._sim_stamps else 'wall'} stamps, cameras "
