@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm
+.PHONY: setup test demo lint bench lock clean-shm reliability
 
 setup:
 	bash scripts/setup.sh
@@ -15,6 +15,11 @@ lint:
 
 bench:
 	bash scripts/bench.sh $(ARGS)
+
+# Full reliability counts (fuzzing, kill -9 points, servo faults, disk full); prints the table, writes
+# bench/results/reliability.json. The default `make test` runs only the quick subset.
+reliability:
+	bash scripts/reliability.sh $(ARGS)
 
 # Freeze the resolved dependency set into requirements/constraints.txt.
 lock:
