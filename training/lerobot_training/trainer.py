@@ -412,9 +412,9 @@ class Trainer:
         handle, log = self._open_log()
         progress = None
         if config.progress:
-            from tqdm import tqdm
+            from lerobot_ros.progress import progress_bar
 
-            progress = tqdm(total=config.steps, initial=self.step, desc=f"train {config.policy}", unit="step")
+            progress = progress_bar(f"train {config.policy}", "step", total=config.steps, initial=self.step)
         final = None
         try:
             window_samples, window_data, window_compute = 0, 0.0, 0.0
