@@ -72,11 +72,27 @@ def test_newest_frame_at_or_before_holds_converted_resized_values():
     assert observation["observation.images.front"][0, 0, 0] == 30  # the k=3 picture (120 ms), not a later one
 
 
-def test_messages_from_the_future_are_ignored_and_counted():
+def test_messages_from_beyond_max_clock_offset_are_ignored_and_counted():
     assembler = ObservationAssembler(contract(), contract_inputs(contract(), {"observation.state": (6,)}))
-    assembler.push("/arm/joint_states", joint_state([0.0] * 6), 10 * NS + 500 * MS, 10 * NS)
+    assembler.push("/arm/joint_states", joint_state([0.0] * 6), 11 * NS + 500 * MS, 10 * NS)
     assert assembler.stats.future_samples == 1 and "future" in assembler.stats.last_problem
+    assert "max_clock_offset 1 s" in assembler.stats.last_problem
     assert assembler.newest() is None
+    assert assembler.clock_offset_ns is None
+
+
+@pytest.mark.parametrize("offset_ms", [500, -500])
+def test_stamps_on_another_hosts_clock_give_frames_on_that_clock(offset_ms):
+    """The sender's clock is `offset_ms` behind this node's: frames stay on the sender's clock."""
+    assembler = ObservationAssembler(contract(), contract_inputs(contract(), {"observation.state": (6,)}), latency_s=0)
+    for k in range(6):
+        stamp = 100 * NS + k * 100 * MS
+        receive = stamp + offset_ms * MS + 2 * MS  # 2 ms on the wire
+        assembler.push("/arm/joint_states", joint_state([0.1] * 6), stamp, receive)
+    assert assembler.clock_offset_ns == (offset_ms + 2) * MS
+    assert assembler.stamp_clock(receive) == stamp  # the smallest transport delay is part of the estimate
+    frame = assembler.newest()
+    assert frame is not None and frame.time_ns == 100 * NS + 500 * MS
 
 
 def test_clock_jumping_back_restarts_the_frames():

@@ -9,6 +9,12 @@ sees at run time is what it was trained on.
 Values are the dataset's: joints picked by name and converted with the contract's units, cameras decoded
 to (H, W, 3) uint8 and resized to what the policy was trained on (the policy normalises them itself).
 Actions go the other way: dataset units back to ROS units with the contract's `action` feature.
+
+Stamps may come from another host's clock (the robot's, with the policy on an inference host): the sampler
+estimates the offset between this node's clock and the stamps (receive time - stamp, the smallest seen, so it
+includes the smallest transport delay), and `stamp_clock(now)` turns this node's clock into the stamps' clock,
+so freshness is judged without the hosts' clocks having to agree. A first sample further than
+`max_clock_offset_s` from this node's clock is refused with the reason (the clocks need syncing).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class ObservationStats:
 
     samples: int = 0
     future_samples: int = 0
+    clock_offset_refused: int = 0
     clock_jumps: int = 0
     bad_messages: int = 0
     last_problem: str = ""
@@ -101,16 +108,19 @@ class ObservationAssembler:
         *,
         latency_s: float = 0.01,
         future_tolerance_s: float = 0.05,
+        max_clock_offset_s: float = 1.0,
     ) -> None:
         self.contract = contract
         self.inputs = {f.key: f for f in inputs}
         self.sources = match_inputs(contract, inputs)
         self.future_tolerance_ns = int(future_tolerance_s * NS)
+        self.max_clock_offset_ns = int(max_clock_offset_s * NS)
         self._latency_ns = int(latency_s * NS)
         self.stats = ObservationStats()
         self._sampler = self._new_sampler()
         self._frame: AlignedFrame | None = None
         self._started = False
+        self._start_clock_ns = 0
 
     def _new_sampler(self) -> LiveSampler:
         features = [
@@ -140,18 +150,44 @@ class ObservationAssembler:
     def start(self, now_ns: int) -> None:
         """Begin (or begin again after a clock jump) collecting at clock time `now_ns`."""
         self._sampler.start(now_ns)
+        self._start_clock_ns = now_ns
         self._frame = None
         self._started = True
 
+    @property
+    def clock_offset_ns(self) -> int | None:
+        """This node's clock minus the stamps' clock (with the smallest transport delay); None before a sample."""
+        offset: int | None = self._sampler.clock.offset_ns
+        return offset
+
+    def stamp_clock(self, now_ns: int) -> int:
+        """This node's clock reading `now_ns` on the stamps' clock (unchanged before the first sample)."""
+        return now_ns - (self.clock_offset_ns or 0)
+
+    def clock_offset_problem(self, offset_ns: int, topic: str = "the inputs") -> str:
+        """Why an offset is refused ('' when it is within `max_clock_offset_s`)."""
+        if abs(offset_ns) <= self.max_clock_offset_ns:
+            return ""
+        where = "in the future" if offset_ns < 0 else "in the past"
+        return (
+            f"{topic}: message stamped {abs(offset_ns) / NS:.3f} s {where} of this node's clock, beyond "
+            f"max_clock_offset {self.max_clock_offset_ns / NS:g} s (this host's clock is "
+            f"{'behind' if offset_ns < 0 else 'ahead of'} the sender's, or delivery is that late): sync the hosts' "
+            "clocks (chrony/PTP) or raise max_clock_offset; ignored"
+        )
+
     def push(self, topic: str, msg: Any, stamp_ns: int, receive_ns: int) -> None:
-        """A message of `topic` stamped `stamp_ns`, received at `receive_ns` (both on the node's clock)."""
-        if stamp_ns - receive_ns > self.future_tolerance_ns:
-            self.stats.future_samples += 1
-            self.stats.last_problem = (
-                f"{topic}: message stamped {(stamp_ns - receive_ns) / NS:.3f} s in the future (clock skew between "
-                "the sensor and this node?); ignored"
-            )
-            return
+        """A message of `topic` stamped `stamp_ns` (on the sender's clock), received at `receive_ns` (this node's)."""
+        # The first sample sets the offset estimate (later ones only refine it, see LiveSampler's StampClock):
+        # one off by more than max_clock_offset is refused rather than taken as the clock.
+        first = self.clock_offset_ns is None
+        if first:
+            problem = self.clock_offset_problem(receive_ns - stamp_ns, topic)
+            if problem:
+                self.stats.clock_offset_refused += 1
+                self.stats.future_samples += stamp_ns > receive_ns
+                self.stats.last_problem = problem
+                return
         if not self._started:
             self.start(receive_ns)
         for key in self.topics.get(topic, ()):
@@ -161,6 +197,12 @@ class ObservationAssembler:
             except ClockJumpError as err:
                 self._clock_jump(str(err), receive_ns)
                 return
+        if first and self.clock_offset_ns is not None:
+            # The start was read on this node's clock before the stamps' offset was known: put it on their clock
+            # (the sampler starts again, with this first sample).
+            self._sampler.start(self._start_clock_ns)
+            for key in self.topics.get(topic, ()):
+                self._sampler.push(key, stamp_ns, msg, receive_ns)
         self.poll(receive_ns)
 
     def poll(self, now_ns: int) -> None:

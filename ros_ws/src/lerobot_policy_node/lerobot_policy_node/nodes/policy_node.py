@@ -14,12 +14,21 @@ after activation is a warm-up (measured, not published) unless `warmup` is false
 `~/status` (lerobot_msgs/PolicyStatus, latched) says what the node is doing and the last problem.
 The task text (`task` parameter, changeable at run time, or a std_msgs/String on `~/task`) goes with every
 observation to the policy; each ActionChunk carries the task it was computed for.
+
+Clocks: observation stamps come from the robot's clock, which on another host need not agree with this node's.
+The node estimates the offset (receive time - stamp, the smallest seen; `clock_offset_s` on /diagnostics) and
+judges freshness and schedules on the stamps' clock, so chunks (stamped with their observation's time) are on
+the robot's clock whatever this host's clock says. A first observation further than `max_clock_offset` from
+this node's clock is refused with the reason. Test-only hook: `LEROBOT_ROS_TEST_CLOCK_OFFSET_S` (seconds)
+shifts every clock reading of this node, to play a second host's clock on one machine.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import os
 import queue
 import sys
 import threading
@@ -74,6 +83,22 @@ VECTOR_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
 IMAGE_QOS = QoSProfile(depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 # How long deactivating (or stopping the node) waits for an inference still running before it gives up on it.
 INFERENCE_STOP_WAIT_S = 2.0
+# Test-only: shift this node's clock readings by this many seconds (a second host's clock on one machine).
+CLOCK_OFFSET_ENV = "LEROBOT_ROS_TEST_CLOCK_OFFSET_S"
+
+
+def injected_clock_offset_ns(environ: dict[str, str] | None = None) -> int:
+    """The test-only clock shift from `LEROBOT_ROS_TEST_CLOCK_OFFSET_S` (0 when unset)."""
+    text = (os.environ if environ is None else environ).get(CLOCK_OFFSET_ENV, "")
+    if not text:
+        return 0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise PolicyConfigError(f"{CLOCK_OFFSET_ENV}={text!r} is not a number of seconds; unset it (test-only hook)")
+    return round(value * NS)
 
 
 class InferenceWorkers:
@@ -152,7 +177,16 @@ class PolicyNode(LifecycleNode):
         self._guard = WorkerGuard.for_node(self, hardware_id="policy")
         self._status_timer = self.create_timer(1.0, self._guard.wrap("status", self._publish_status))
         self._task_sub = self.create_subscription(String, "~/task", self._on_task, TASK_QOS)
+        self._clock_shift_ns = injected_clock_offset_ns()
+        if self._clock_shift_ns:
+            self.get_logger().warning(
+                f"test hook {CLOCK_OFFSET_ENV}: this node's clock reads {self._clock_shift_ns / NS:+.3f} s off"
+            )
         self._publish_status()
+
+    def _now_ns(self) -> int:
+        """This node's clock (shifted by the test-only hook, if set)."""
+        return int(self.get_clock().now().nanoseconds) + self._clock_shift_ns
 
     def _on_task(self, msg: String) -> None:
         """A task on `~/task` becomes the `task` parameter (validated there; a refused one is logged)."""
@@ -203,6 +237,15 @@ class PolicyNode(LifecycleNode):
         declare(self, "margin", 0.03, "slack added to the expected inference time (s)", low=0.0, high=10.0)
         declare(self, "max_observation_age", 0.2, "observations older than this are not used (s)", low=0.001, high=60)
         declare(self, "future_tolerance", 0.05, "stamps this far ahead of the clock are accepted (s)", low=0, high=10)
+        declare(
+            self,
+            "max_clock_offset",
+            1.0,
+            "largest offset between this host's clock and the observations' stamps that is compensated (s)",
+            read_only=True,
+            low=0.0,
+            high=3600.0,
+        )
         declare(
             self,
             "observation_latency",
@@ -280,6 +323,7 @@ class PolicyNode(LifecycleNode):
             policy.inputs,
             latency_s=float(self._param("observation_latency")),
             future_tolerance_s=float(self._param("future_tolerance")),
+            max_clock_offset_s=float(self._param("max_clock_offset")),
         )
         self._scheduler = InferenceScheduler(self._scheduler_config())
         self._policy = policy
@@ -299,7 +343,7 @@ class PolicyNode(LifecycleNode):
 
     def _make_callback(self, topic: str) -> Any:
         def on_message(msg: Any) -> None:
-            receive = int(self.get_clock().now().nanoseconds)
+            receive = self._now_ns()
             stamp = Time.from_msg(msg.header.stamp).nanoseconds if self._stamp_from_header else receive
             with self._lock:
                 if self._assembler is not None:
@@ -311,7 +355,7 @@ class PolicyNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self._assembler is not None and self._scheduler is not None
         with self._lock:
-            self._assembler.start(int(self.get_clock().now().nanoseconds))
+            self._assembler.start(self._now_ns())
             self._scheduler.reset()
         self._warm = not bool(self._param("warmup"))
         # A fresh stop event per activation: an inference left running by the last deactivation stays stopped.
@@ -374,13 +418,14 @@ class PolicyNode(LifecycleNode):
             self._new_message.wait(self._idle_wait(pause))
             self._new_message.clear()
             pause = 0.0
-            now = int(self.get_clock().now().nanoseconds)
             with self._lock:
-                self._assembler.poll(now)
+                self._assembler.poll(self._now_ns())
                 if self._assembler.stats.clock_jumps != last_jumps:
                     last_jumps = self._assembler.stats.clock_jumps
                     self._scheduler.reset()
                     self._note(self._assembler.stats.last_problem)
+                # Freshness and scheduling on the stamps' (the robot's) clock, whatever this host's clock says.
+                now = self._assembler.stamp_clock(self._now_ns())
                 frame = self._assembler.newest()
                 if not self._scheduler.should_start(now, 1 if not self._warm else workers):
                     start = self._scheduler.start_at_ns()
@@ -524,6 +569,12 @@ class PolicyNode(LifecycleNode):
         self._status_pub.publish(msg)
         self._publish_diagnostics(msg)
 
+    def _clock_offset_text(self) -> str:
+        """This node's clock minus the observations' stamps (s), smallest transport delay included."""
+        assembler = self._assembler
+        offset = assembler.clock_offset_ns if assembler is not None else None
+        return "unknown" if offset is None else f"{offset / NS:.4f}"
+
     def _publish_diagnostics(self, status: PolicyStatus) -> None:
         scheduler = self._scheduler
         level = DiagnosticStatus.OK
@@ -542,6 +593,7 @@ class PolicyNode(LifecycleNode):
             "inferences_in_flight": str(scheduler.in_flight) if scheduler is not None else "0",
             "observation_age_s": f"{status.observation_age:.4f}",
             "stale_observations": str(status.stale_observations),
+            "clock_offset_s": self._clock_offset_text(),
             "task": status.task,
             "last_chunk_task": status.last_chunk_task,
         }
