@@ -84,7 +84,7 @@ def main() -> int:
     for row in rows:
         rt = row["round_trip"]
         print(
-            f"{row['cameras']} x 640x480: {row['request_bytes']} B, round trip p50 {rt['p50_ms']} ms p90 {rt['p90_ms']} ms"
+            f"{row['cameras']} cameras: {row['request_bytes']} B, round trip p50 {rt['p50_ms']} / p90 {rt['p90_ms']} ms"
         )
     result = {
         "bench": "policy_server_loopback",
