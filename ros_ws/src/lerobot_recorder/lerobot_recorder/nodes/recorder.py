@@ -85,6 +85,7 @@ class Recorder(LifecycleNode):
         self._by_topic: dict[str, list[Any]] = {}
         self._root = Path(self._param("root")).expanduser()
         self._episode_index = 0
+        self._episode_start_ns = 0
         self._num_saved = 0
         self._bad_messages = 0
         self._last_warn = 0.0
@@ -505,6 +506,7 @@ class Recorder(LifecycleNode):
         sampler, sink = self._sampler, self._sink
         assert sampler is not None and sink is not None
         if command.action is Action.START:
+            self._episode_start_ns = now_ns
             start = sampler.start(now_ns)
             sink.start_episode(command.task)
             marker = self._status_msg()
@@ -512,7 +514,11 @@ class Recorder(LifecycleNode):
             self._marker_pub.publish(marker)
             self.get_logger().info(f"recording episode {self._episode_index}: {command.task!r}")
             return
-        frames = sampler.stop(now_ns)
+        end_ns = now_ns
+        if self._workflow is not None:
+            # A tick that runs late (a busy machine) does not make the episode longer than asked.
+            end_ns = min(now_ns, self._episode_start_ns + round(self._workflow.duration_s * NS))
+        frames = sampler.stop(end_ns)
         if command.action is Action.SAVE:
             for frame in frames:
                 sink.put_frame(frame)
