@@ -2,7 +2,9 @@
 
 Fast DDS with its default transports drops most large best-effort messages (camera frames)
 on small machines; `fastdds_shm.xml` gives each participant a 16 MB shared-memory segment
-plus UDPv4. Processes that die leave their segments in /dev/shm: `clean_stale_shm` removes
+plus UDPv4. `fastdds_multihost.xml` (LEROBOT_ROS_DDS=multihost) is for a stack split over hosts: the same
+shared memory inside a host, UDPv4 with large socket buffers between hosts, and SUBNET discovery.
+Processes that die leave their segments in /dev/shm: `clean_stale_shm` removes
 the ones whose owner is gone, the way Fast DDS's own `fastdds shm clean` decides it (an
 unlocked `_el`/`_sl` lock file means the owner is dead).
 """
@@ -19,6 +21,10 @@ from pathlib import Path
 
 PROFILE_NAME = "fastdds_shm.xml"
 PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+# LEROBOT_ROS_DDS picks one of the shipped profiles by name (LEROBOT_ROS_DDS_PROFILE overrides with a path).
+PROFILE_CHOICE_ENV = "LEROBOT_ROS_DDS"
+PROFILES = {"shm": PROFILE_NAME, "multihost": "fastdds_multihost.xml"}
+DISCOVERY_ENV = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 SHM_DIR = Path("/dev/shm")
 
 _SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_(el|sl)$")
@@ -29,16 +35,28 @@ class DdsProfileError(RuntimeError):
     """The DDS transport profile cannot be found."""
 
 
-def _profile_candidates() -> list[Path]:
+def _profile_candidates(file_name: str = PROFILE_NAME) -> list[Path]:
     here = Path(__file__).resolve().parent
-    candidates = [here.parent / "config" / PROFILE_NAME]  # source tree / editable install
+    candidates = [here.parent / "config" / file_name]  # source tree / editable install
     prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
-    candidates += [Path(p) / "share" / "lerobot_ros" / "config" / PROFILE_NAME for p in prefixes if p]
+    candidates += [Path(p) / "share" / "lerobot_ros" / "config" / file_name for p in prefixes if p]
     return candidates
 
 
-def profile_path() -> Path:
-    """Path of the shared-memory Fast DDS profile shipped with lerobot_ros."""
+def profile_choice(name: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """The profile name to use: `name`, else LEROBOT_ROS_DDS, else "shm"; an unknown name is a DdsProfileError."""
+    env = os.environ if environ is None else environ
+    choice = name or env.get(PROFILE_CHOICE_ENV) or "shm"
+    if choice not in PROFILES:
+        source = "profile" if name else PROFILE_CHOICE_ENV
+        raise DdsProfileError(f"{source}={choice!r} is not a DDS profile; use one of {', '.join(sorted(PROFILES))}")
+    return choice
+
+
+def profile_path(name: str | None = None) -> Path:
+    """Path of a Fast DDS profile shipped with lerobot_ros: `name` ("shm", "multihost"), else LEROBOT_ROS_DDS,
+    else the shared-memory one. LEROBOT_ROS_DDS_PROFILE (a path) overrides them all."""
+    file_name = PROFILES[profile_choice(name)]
     override = os.environ.get("LEROBOT_ROS_DDS_PROFILE")
     if override:
         path = Path(override)
@@ -47,23 +65,29 @@ def profile_path() -> Path:
                 f"LEROBOT_ROS_DDS_PROFILE={override} does not exist; unset it or point it at a Fast DDS XML profile"
             )
         return path
-    for candidate in _profile_candidates():
+    for candidate in _profile_candidates(file_name):
         if candidate.is_file():
             return candidate
     raise DdsProfileError(
-        f"{PROFILE_NAME} not found (looked in {', '.join(str(c) for c in _profile_candidates())}); "
+        f"{file_name} not found (looked in {', '.join(str(c) for c in _profile_candidates(file_name))}); "
         "re-run scripts/setup.sh or reinstall lerobot_ros"
     )
 
 
-def ros_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+def ros_environment(base: Mapping[str, str] | None = None, profile: str | None = None) -> dict[str, str]:
     """Environment for a ROS process of this stack: DDS profile, middleware and ament prefix.
 
-    Values already set in `base` win, so a user can point at another profile or middleware.
+    `profile` (or LEROBOT_ROS_DDS in `base`) picks the shipped profile: "shm" (default) or "multihost", which also
+    sets ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET unless `base` sets a range. Values already set in `base` win, so a
+    user can point at another profile or middleware.
     """
     env = dict(os.environ if base is None else base)
+    choice = profile_choice(profile, env)
+    if choice != "shm":
+        env[PROFILE_CHOICE_ENV] = choice  # processes started with this environment pick the same profile
+        env.setdefault(DISCOVERY_ENV, "SUBNET")
     if PROFILE_ENV not in env and "FASTDDS_BUILTIN_TRANSPORTS" not in env:
-        env[PROFILE_ENV] = str(profile_path())
+        env[PROFILE_ENV] = str(profile_path(choice))
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     prefixes = [p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     if sys.prefix not in prefixes:

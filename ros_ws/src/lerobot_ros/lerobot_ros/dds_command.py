@@ -4,23 +4,42 @@ from __future__ import annotations
 
 import argparse
 
-from lerobot_ros.command import Command
+from lerobot_ros.command import Command, CommandError
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    sub.add_parser("profile", help="print the path of the Fast DDS profile the stack uses")
-    sub.add_parser("env", help="print `export` lines that apply the stack's ROS environment to a shell")
+    for action, text in (
+        ("profile", "print the path of the Fast DDS profile the stack uses"),
+        ("env", "print `export` lines that apply the stack's ROS environment to a shell"),
+    ):
+        action_parser = sub.add_parser(action, help=text)
+        action_parser.add_argument(
+            "--profile",
+            choices=["shm", "multihost"],
+            default=None,
+            help="shm: one host (default, or $LEROBOT_ROS_DDS); multihost: the stack split over hosts "
+            "(shared memory inside a host, UDP between hosts)",
+        )
     sub.add_parser("clean", help="remove shared-memory segments left in /dev/shm by dead DDS processes")
 
 
 def _run(args: argparse.Namespace) -> int:
     from lerobot_ros import dds
 
+    try:
+        return _act(args)
+    except dds.DdsProfileError as err:
+        raise CommandError(str(err)) from None
+
+
+def _act(args: argparse.Namespace) -> int:
+    from lerobot_ros import dds
+
     if args.action == "profile":
-        print(dds.profile_path())
+        print(dds.profile_path(args.profile))
     elif args.action == "env":
-        env = dds.ros_environment({})
+        env = dds.ros_environment({}, profile=args.profile)
         for key in sorted(env):
             print(f"export {key}={env[key]}")
     else:
