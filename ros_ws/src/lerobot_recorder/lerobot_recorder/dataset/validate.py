@@ -57,8 +57,15 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     if info is None:
         return report.problems
     journal = root / STAGING_DIR / "commit-journal.json"
-    pending = _pending_renames(root, journal)
-    if pending:
+    pending, total = _pending_renames(root, journal)
+    if not info["total_episodes"] and not episode_files(root) and not data_files(root) and pending:
+        report.add(
+            str(journal.relative_to(root)),
+            "a commit was interrupted after it was decided (the first episode's files are not in place yet); "
+            "finish it with `lerobot-ros dataset validate --repair ROOT` (or DatasetWriter.open)",
+        )
+        return report.problems
+    if 0 < pending < total:
         report.add(
             str(journal.relative_to(root)),
             f"a commit was interrupted after it was decided ({pending} file(s) not yet in place, so the files "
@@ -85,15 +92,19 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     return report.problems
 
 
-def _pending_renames(root: Path, journal: Path) -> int:
-    """Files a decided commit has still to move into place (0: none, or its journal is only a leftover)."""
+def _pending_renames(root: Path, journal: Path) -> tuple[int, int]:
+    """(files still to move into place, files) of a decided commit; (0, 0) without a (readable) journal.
+
+    Only a half-applied commit (0 < pending < files) leaves files that disagree: before its first rename
+    they are still the previous commit's, after its last a leftover journal is harmless, and a torn
+    journal was never decided.
+    """
     try:
         plan = json.loads(journal.read_text())
-        return sum(1 for src, _ in plan["renames"] if (root / src).exists())
-    except FileNotFoundError:
-        return 0
+        renames = plan["renames"]
+        return sum(1 for src, _ in renames if (root / src).exists()), len(renames)
     except (OSError, ValueError, KeyError, TypeError):
-        return 0  # a torn journal: the commit was never decided, the files are the previous commit's
+        return 0, 0
 
 
 def _check_info(root: Path, report: _Report) -> dict[str, Any] | None:

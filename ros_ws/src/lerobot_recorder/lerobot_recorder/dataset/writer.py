@@ -16,8 +16,12 @@ Design of the atomic commit (see the package README for the long version):
 * A crash before the journal exists leaves the previous dataset untouched (the staging files are
   garbage, removed at the next open). A crash after it is rolled forward by the next
   `DatasetWriter.open` (or `lerobot-ros dataset validate --repair`). The renames run in the order
-  videos, data, episodes, tasks, stats, info: every intermediate state still serves all earlier
-  episodes correctly to LeRobot's loader.
+  videos, data, episodes, tasks, stats, info, so LeRobot's loader still serves all earlier episodes
+  while they run; but the files disagree then (data rows > info.json's total_frames), so `validate`
+  refuses such a state, naming the commit to finish, until an open has rolled it forward.
+* `create` builds the empty dataset beside the root and renames it into place (whole or not at all).
+  A root without a committed episode is no dataset (LeRobot cannot load it); `create` takes it over
+  (`uncommitted_dataset`), so a recording or conversion killed before its first save can simply re-run.
 """
 
 from __future__ import annotations
