@@ -21,6 +21,12 @@ from reference import free_port
 
 
 class TaskRecorder(SinePolicy):
+    resets = 0
+
+    def reset(self):
+        self.resets += 1
+        super().reset()
+
     def predict(self, observation, task):
         self.tasks.append(task)
         return super().predict(observation, task)
@@ -42,6 +48,7 @@ def test_remote_policy_takes_its_shape_from_the_server_and_sends_stamp_and_task(
     server, served = serve(port)
     try:
         policy = RemotePolicy(f"grpc://127.0.0.1:{port}", timeout_s=5.0)
+        assert served.resets == 1  # configuring starts a new episode on the server
         assert [(f.key, f.shape, f.visual) for f in policy.inputs] == [("observation.state", (6,), False)]
         assert (policy.action_dim, policy.horizon, policy.fps, policy.action_names) == (6, 15, 30.0, None)
         state = np.linspace(-1, 1, 6)  # float64 from the assembler: sent as the float32 the server declares

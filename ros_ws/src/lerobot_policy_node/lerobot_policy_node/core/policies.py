@@ -21,6 +21,7 @@ The scripted policy is spelt ``scripted`` or ``scripted:key=value,...`` wherever
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,6 +240,7 @@ class RemotePolicy:
         self.name = name or url
         try:
             info = self._client.info(timeout_s=connect_timeout_s)
+            self._client.reset(timeout_s=connect_timeout_s)  # a (re)configured node starts a new episode
         except RemoteError as err:
             self._client.close()
             raise PolicyLoadError(
@@ -258,6 +260,7 @@ class RemotePolicy:
 
             loaded = yaml.safe_load(info.contract_yaml)
             self.contract = loaded if isinstance(loaded, dict) else None
+        self._lock = threading.Lock()  # the failure state is shared by the inference workers
         self._failures = 0
         self._retry_at = 0.0
         self._recheck = False
@@ -273,11 +276,13 @@ class RemotePolicy:
             raise RemotePolicyError(str(err)) from None
 
     def _failed(self, message: str) -> RemotePolicyError:
-        self._failures += 1
-        backoff = min(self.MAX_BACKOFF_S, self.BACKOFF_S * 2 ** (self._failures - 1))
-        self._retry_at = time.monotonic() + backoff
-        self._recheck = True
-        return RemotePolicyError(f"{message} (failure {self._failures}; next attempt in {backoff:.1f} s)")
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+            backoff = min(self.MAX_BACKOFF_S, self.BACKOFF_S * 2 ** (failures - 1))
+            self._retry_at = time.monotonic() + backoff
+            self._recheck = True
+        return RemotePolicyError(f"{message} (failure {failures}; next attempt in {backoff:.1f} s)")
 
     def _same_policy(self) -> None:
         info = self._client.info()
@@ -304,11 +309,13 @@ class RemotePolicy:
         try:
             if self._recheck:
                 self._same_policy()
-                self._recheck = False
+                with self._lock:
+                    self._recheck = False
             reply = self._client.predict(values, stamp_ns, task)
         except self._remote_error as err:
             raise self._failed(str(err)) from None
-        self._failures = 0
+        with self._lock:
+            self._failures = 0
         self.last_task = reply.task
         return np.asarray(reply.actions, dtype=np.float64)
 
