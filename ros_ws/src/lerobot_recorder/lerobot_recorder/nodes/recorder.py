@@ -45,6 +45,7 @@ from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, 
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 from lerobot_ros.executors import ThreadPoolExecutor
 from lerobot_ros.node_main import autostart, run_node
+from lerobot_ros.worker_guard import WorkerGuard
 
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 
@@ -103,6 +104,8 @@ class Recorder(LifecycleNode):
         self._status_pub = self.create_publisher(RecorderStatus, "~/status", LATCHED)
         self._marker_pub = self.create_publisher(RecorderStatus, "~/episode_start", 10)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # The sampling tick: an unexpected exception is logged, ERROR on /diagnostics and the lifecycle error path.
+        self._guard = WorkerGuard.for_node(self, hardware_id="recorder")
         for name_, handler in (
             ("~/start_session", self._srv_start),
             ("~/next_episode", self._srv_next),
@@ -357,7 +360,9 @@ class Recorder(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self._sampler is not None
         fps = self._sampler.fps
-        self._tick_timer = self.create_timer(1.0 / (2 * fps), self._tick, callback_group=self._tick_group)
+        self._tick_timer = self.create_timer(
+            1.0 / (2 * fps), self._guard.wrap("sampling tick", self._tick), callback_group=self._tick_group
+        )
         # Like lerobot-record, which connects the robot first: the session starts once every topic delivers.
         self._session_pending = bool(self._param("start_session"))
         return super().on_activate(state)
@@ -374,6 +379,11 @@ class Recorder(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A worker failed (WorkerGuard) or a transition did: release as cleanup does, to unconfigured."""
         self.release()
         return TransitionCallbackReturn.SUCCESS
 
