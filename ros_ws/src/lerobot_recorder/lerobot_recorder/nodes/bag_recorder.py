@@ -17,6 +17,7 @@ from lerobot_recorder.nodes.recorder import message_class
 from lerobot_recorder.recorder import RecorderError
 from lerobot_recorder.recorder.bag_writer import SplittingBagWriter, TopicSelection, topics_to_record
 from lerobot_recorder.recorder.messages import build_typestore
+from lerobot_ros.worker_guard import WorkerGuard
 
 
 def _qos_time(duration: Any) -> QosTime:
@@ -57,7 +58,10 @@ class BagRecorder(Node):
         self._heard: set[str] = set()
         self.error: str | None = None
         self.received = 0
-        self._thread = threading.Thread(target=self._write_loop, name="bag-writer", daemon=True)
+        self._guard = WorkerGuard.for_node(self, hardware_id="recorder")  # the writer never dies silently
+        self._thread = threading.Thread(
+            target=self._guard.wrap("bag writer", self._write_loop), name="bag-writer", daemon=True
+        )
         self._thread.start()
         self.discover()
         self.create_timer(1.0, self.discover)
