@@ -31,6 +31,7 @@ def samples() -> dict[str, object]:
     chunk.chunk_id = 2**40 + 7
     chunk.inference_time = 0.015625  # float32-exact
     chunk.policy = "act/so101"
+    chunk.task = "stack the ‘blue’ cube"
     recorder = RecorderStatus(
         state=RecorderStatus.STATE_RECORDING,
         state_name="recording",
@@ -52,6 +53,8 @@ def samples() -> dict[str, object]:
         mean_inference_time=0.03125,
         observation_age=0.0078125,
         stale_observations=1,
+        task="stack the cube",
+        last_chunk_task="pick the cube",
     )
     return {"ActionChunk": chunk, "RecorderStatus": recorder, "PolicyStatus": policy}
 
