@@ -66,14 +66,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not full_run(config):
         return
     RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "reliability.json"
+    # A run of some targets (make reliability ARGS="-k ...") updates those rows and keeps the others.
+    previous = json.loads(path.read_text()).get("targets", []) if path.is_file() else []
+    mine = {c.target for c in rows}
+    kept = [t for t in previous if t.get("target") not in mine]
     result = {
         "bench": "reliability",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "targets": [c.as_dict() for c in rows],
-        "all_zero": all(c.counts[o] == 0 for c in rows for o in BAD_OUTCOMES),
+        "targets": sorted([*kept, *(c.as_dict() for c in rows)], key=lambda t: t["target"]),
     }
-    (RESULTS / "reliability.json").write_text(json.dumps(result, indent=1) + "\n")
+    result["all_zero"] = all(t[o] == 0 for t in result["targets"] for o in BAD_OUTCOMES)
+    path.write_text(json.dumps(result, indent=1) + "\n")
     findings = [f"# Reliability findings ({result['date']})\n"]
     for c in rows:
         for f in c.findings:
@@ -82,5 +87,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"reproduce: `.venv/bin/python tests/reliability/reproduce.py {f.target} {f.seed} {f.index}`\n\n"
                 f"```\n{f.detail.strip()[-4000:]}\n```\n"
             )
-    (RESULTS / "reliability_findings.md").write_text("\n".join(findings))
+    with (RESULTS / "reliability_findings.md").open("a") as out:
+        out.write("\n".join(findings))
     terminalreporter.write_line(f"written: {RESULTS / 'reliability.json'}, {RESULTS / 'reliability_findings.md'}")
