@@ -134,14 +134,24 @@ def check_tracking(ros_node: Any, processes: Any, dataset: Path, *extra: str) ->
 
 @pytest.mark.ros
 def test_replay_on_the_fake_hardware_arm(processes: Any, ros_node: Any, tmp_path: Path) -> None:
+    from lerobot_drivers.arms import get_arm
+    from lerobot_drivers.arms.arm import default_fake_calibration
+    from lerobot_drivers.motors.calibration import save_calibration
+
+    # The executor's limits come from the arm driver's section of the robot config (its calibration).
+    calibration = tmp_path / "follower.json"
+    save_calibration(calibration, default_fake_calibration(get_arm("so101_follower")))
+    robot_config = tmp_path / "robot.yaml"
+    robot_config.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+        "robot_type": "so101_follower", "calibration_file": str(calibration)}}}))  # fmt: skip
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "arm_logs"), "lerobot_drivers",
-         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}"],
+         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}", f"calibration:={calibration}"],
         name="arm",
     )  # fmt: skip
     center = measured_center(ros_node)
     dataset = write_episode(tmp_path / "dataset", REPO / "config/contracts/so101.yaml", center)
-    result = check_tracking(ros_node, processes, dataset)
+    result = check_tracking(ros_node, processes, dataset, "--robot-config", str(robot_config))
     assert result["summary"]["namespace"] == "/follower"  # from the contract's action topic
 
 
@@ -155,18 +165,22 @@ def test_replay_on_the_sim_bridge(processes: Any, ros_node: Any, tmp_path: Path)
     )  # fmt: skip
     center = measured_center(ros_node)
     dataset = write_episode(tmp_path / "dataset", REPO / "config/contracts/so101_sim.yaml", center)
-    check_tracking(ros_node, processes, dataset, "--output", "joint_commands")
+    robot = str(REPO / "config/robots/so101_sim.yaml")
+    check_tracking(ros_node, processes, dataset, "--output", "joint_commands", "--robot-config", robot)
 
 
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from lerobot_ros.cli import main
 
     dataset = write_episode(tmp_path / "d", REPO / "config/contracts/so101.yaml", np.zeros(6), seconds=0.2)
-    assert main(["replay", str(dataset), "--episode", "3"]) == 2
+    robot = ["--robot-config", str(REPO / "config/robots/so101.yaml")]
+    assert main(["replay", str(dataset), "--episode", "0"]) == 2
+    assert "pass --robot-config config/robots/<robot>.yaml" in capsys.readouterr().err
+    assert main(["replay", str(dataset), "--episode", "3", *robot]) == 2
     assert "has episodes 0..0; --episode 3 is not one" in capsys.readouterr().err
     (dataset / "meta" / "contract.json").unlink()
-    assert main(["replay", str(dataset), "--episode", "0"]) == 2
+    assert main(["replay", str(dataset), "--episode", "0", *robot]) == 2
     assert "no meta/contract.json; pass --contract FILE" in capsys.readouterr().err
-    assert main(["replay", str(tmp_path / "nothing"), "--episode", "0"]) == 2
+    assert main(["replay", str(tmp_path / "nothing"), "--episode", "0", *robot]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nothing" in err

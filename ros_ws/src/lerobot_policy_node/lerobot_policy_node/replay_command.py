@@ -3,9 +3,10 @@
 Like LeRobot's `lerobot-replay`, for a robot on ROS 2 (the arm driver, the sim bridge or ros2_control): the
 episode's `action` column is converted back to ROS units with the dataset's contract (meta/contract.json, or
 --contract), starts from where the robot is (a linear approach of --approach seconds to the first action), and
-goes out as one ActionChunk through an action executor (joint limits, --max-velocity rate limiting, hold at
-the end) started here in the robot's namespace, or through a running one (--chunk-topic). Ctrl-C stops the
-robot where it is (the executor's ~/enable false). Prints how closely the measured joint_states tracked it.
+goes out as one ActionChunk through an action executor (the joints, position limits and velocity limit of
+--robot-config, hold at the end) started here in the robot's namespace, or through a running one
+(--chunk-topic). Ctrl-C stops the robot where it is (the executor's ~/enable false). Prints how closely the
+measured joint_states tracked it.
 """
 
 from __future__ import annotations
@@ -30,11 +31,20 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--namespace", default=None, help="robot namespace (default: that of the contract's action topic)"
     )
     parser.add_argument("--contract", type=Path, default=None, help="contract YAML (default: meta/contract.json)")
+    parser.add_argument(
+        "--robot-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="robot configuration (config/robots/*.yaml): the executor's joints, limits and max velocity",
+    )
     parser.add_argument("--approach", type=float, default=2.0, metavar="S", help="seconds to reach the first action")
     parser.add_argument(
         "--output", default="joint_trajectory", choices=("joint_trajectory", "joint_commands"), help="executor output"
     )
-    parser.add_argument("--max-velocity", type=float, default=0.0, metavar="RAD_S", help="executor speed cap; 0 = off")
+    parser.add_argument(
+        "--max-velocity", type=float, default=0.0, metavar="RAD_S", help="lower speed cap than the robot config's"
+    )
     parser.add_argument(
         "--chunk-topic",
         default=None,
@@ -57,6 +67,13 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.approach < 0 or args.max_velocity < 0 or args.wait <= 0:
         raise CommandError("--approach and --max-velocity must be >= 0 and --wait > 0")
+    if args.chunk_topic is None and args.robot_config is None:
+        raise CommandError(
+            "pass --robot-config config/robots/<robot>.yaml (the executor's joints, position limits and max "
+            "velocity), or --chunk-topic TOPIC to send through an executor that is already running"
+        )
+    if args.robot_config is not None and not args.robot_config.is_file():
+        raise CommandError(f"--robot-config {args.robot_config}: no such file")
     try:
         reader = DatasetReader(args.dataset)
     except (DatasetError, OSError) as err:
@@ -138,6 +155,7 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
                 sim_time,
                 Parameter("chunk_topic", value=chunk_topic),
                 Parameter("output", value=args.output),
+                Parameter("robot_config", value=str(args.robot_config.resolve())),
                 Parameter("joint_names", value=list(joints)),
                 Parameter("max_velocity", value=float(args.max_velocity)),
                 Parameter("autostart", value=False),
