@@ -101,6 +101,33 @@ def test_served_lerobot_checkpoint_predicts_lerobots_chunks(
     expected = lerobot_in_process(tmp_path, checkpoint, observation, seed)
     assert reply.actions.shape == expected.shape == (horizon, 6)
     np.testing.assert_allclose(reply.actions, expected, rtol=TOLERANCE, atol=TOLERANCE)
+    if policy_type == "act":
+        assert task_seen_by_lerobots_preprocessor(tmp_path, checkpoint, observation) == "pick the block"
+
+
+TASK_PROBE = """
+import json, sys, numpy as np
+from lerobot_policy_server.backends import load_backend
+backend = load_backend(sys.argv[1], "lerobot")
+seen = []
+preprocess = backend._pre
+backend._pre = lambda batch: (seen.append(batch.get("task")), preprocess(batch))[1]
+data = np.load(sys.argv[2])
+backend.predict({key: data[key] for key in data.files}, "pick the block")
+print("TASK", json.dumps(seen[0]))
+"""
+
+
+def task_seen_by_lerobots_preprocessor(tmp_path: Path, checkpoint: Path, observation: dict[str, np.ndarray]) -> str:
+    """The task text as LeRobot's preprocessor receives it (where a VLA's tokenizer step reads it)."""
+    np.savez(tmp_path / "raw_observation.npz", **observation)
+    result = subprocess.run(
+        [str(REF_PYTHON), "-c", TASK_PROBE, str(checkpoint), str(tmp_path / "raw_observation.npz")],
+        env=reference_env(tmp_path), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("TASK "))
+    return str(json.loads(line[5:]))
 
 
 @pytest.mark.parametrize(
