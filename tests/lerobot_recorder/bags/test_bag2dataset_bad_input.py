@@ -165,7 +165,7 @@ def test_fps_outside_the_stated_range_is_refused_before_reading(
         convert([tmp_path / "bag"], type(contract_for(SPEC)).from_dict(raw), root)
 
 
-def test_missing_bags_bad_split_and_bad_jobs(
+def test_missing_bags_bad_split_jobs_and_hub_options(
     make_bag: MakeBag, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     contract = _contract_file(tmp_path)
@@ -177,6 +177,9 @@ def test_missing_bags_bad_split_and_bad_jobs(
         ([bag, "--output", root, "--split", "gap:nan"], "--split 'gap:nan'", "positive"),
         ([bag, "--output", root, "--split", "marker:task"], "--split 'marker:task'", "marker:/TOPIC"),
         ([bag, "--output", root, "--jobs", "0"], "--jobs 0", "1..256"),
+        ([bag, "--output", root, "--push-to-hub", "noslash"], "--push-to-hub 'noslash'", "user_or_org/name"),
+        ([bag, "--output", root, "--repo-id", "a/b/c"], "--repo-id 'a/b/c'", "user_or_org/name"),
+        ([bag, "--output", root, "--private"], "--private only applies with --push-to-hub", ""),
     ]
     for args, *needles in cases:
         code, text = _cli(capsys, *args, "--contract", contract, "--task", "t")

@@ -96,6 +96,12 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
         raise CommandError(f"--tolerance {args.tolerance}: give a positive, finite number of seconds (e.g. 0.05)")
     if not 1 <= args.jobs <= 256:
         raise CommandError(f"--jobs {args.jobs}: give 1..256 worker processes")
+    for option, repo in (("--repo-id", args.repo_id), ("--push-to-hub", args.push_to_hub)):
+        # Checked now, not after a long conversion.
+        if repo is not None and (repo.count("/") != 1 or not all(repo.split("/"))):
+            raise CommandError(f"{option} {repo!r} must look like 'user_or_org/name'")
+    if args.private and not args.push_to_hub:
+        raise CommandError("--private only applies with --push-to-hub REPO")
     try:
         contract = load_contract(args.contract)
         split = SplitRule.parse(args.split)
