@@ -1,0 +1,159 @@
+"""The policy on another host: observation -> chunk latency, executor starvation and bandwidth per configuration.
+
+Writes bench/results/multihost.json. Each configuration starts the two-host stack of tests/multihost/harness.py
+(robot host: fake SO-101, synthetic 640x480 cameras publishing JPEG, action executor; inference host: the policy
+node, or the policy server with the policy node on the robot host; a user-space wire between them that delays
+and drops Ethernet frames) and records `--record` s on the robot host from the first chunk:
+
+- latency: chunk receive time at the robot - the chunk's stamp (its observation's time), both on the robot's
+  clock: sampling wait + transfer of the observation + inference + transfer of the chunk;
+- starvation: seconds the executor held for lack of a chunk covering now, over the window;
+- bandwidth: bytes through the wire each way over the window.
+
+The baseline is the same stack on one host (no namespaces, the shared-memory profile), same run. The policy is a
+small ACT (random weights, state + cameras resized to 96x128), so inference is short and the network shows.
+Needs root (network namespaces). The default run is short (1 camera: one host, two hosts at 0 ms and at 20 ms +
+1 % loss, the policy node on the inference host); `--full` runs both variants x 1 and 2 cameras x 0/5/20 ms x
+0/1 % loss.
+
+Usage: sudo .venv/bin/python bench/bench_multihost.py [--full] [--record 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from headline import figure
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT / "tests" / "multihost"))
+
+from harness import Link, OneHost, make_checkpoint, start_stack, summarize, two_hosts, unavailable, write_contract  # noqa: E402
+
+
+def run_one(
+    hosts: Any, workdir: Path, variant: str, cameras: int, link: Link, record_s: float, checkpoints: dict[int, Path]
+) -> dict[str, Any]:
+    from lerobot_ros.dds import clean_stale_shm
+    from lerobot_ros.testing import ProcessGroup, lease_domain
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as probe:  # the one-host server shares this machine's ports
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lease = lease_domain()
+    group = ProcessGroup(dict(os.environ), workdir / "logs")
+    stack = None
+    try:
+        stack = start_stack(
+            group, hosts, workdir, dict(os.environ), lease.domain_id, variant=variant, cameras=cameras, link=link,
+            checkpoint=checkpoints[cameras], record_s=record_s, server_port=port,
+        )  # fmt: skip
+        record = stack.record()
+    finally:
+        group.stop_all()
+        if stack is not None:
+            stack.close()
+        lease.release()
+        clean_stale_shm()
+    summary = summarize(record)
+    summary["probe_exit"] = record["probe_exit"]
+    return summary
+
+
+def configurations(full: bool) -> list[tuple[str, int, Link]]:
+    if not full:
+        return [("node", 1, Link(0, 0)), ("node", 1, Link(20, 1))]
+    links = [Link(d, loss) for d, loss in itertools.product((0, 5, 20), (0, 1))]
+    return [(v, c, link) for v, c, link in itertools.product(("node", "server"), (1, 2), links)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="both variants x 1/2 cameras x 0/5/20 ms x 0/1 %% loss")
+    parser.add_argument("--record", type=float, default=10.0, help="seconds recorded per configuration")
+    parser.add_argument("--out", type=Path, default=RESULTS / "multihost.json")
+    args = parser.parse_args()
+    reason = unavailable()
+    if reason:
+        raise SystemExit(f"bench_multihost: {reason}")
+    runs: list[dict[str, Any]] = []
+    configs = configurations(args.full)
+    with tempfile.TemporaryDirectory(prefix="bench_multihost_") as scratch:
+        root = Path(scratch)
+        checkpoints = {}
+        for cameras in sorted({c for _, c, _ in configs}):
+            contract = write_contract(root / f"contract_{cameras}.yaml", cameras)
+            checkpoints[cameras] = make_checkpoint(root / f"policy_{cameras}cam", contract, cameras)
+        baseline_variants = sorted({(v, c) for v, c, _ in configs})
+        for index, (variant, cameras) in enumerate(baseline_variants):
+            started = time.monotonic()
+            summary = run_one(OneHost(), root / f"one_{index}", variant, cameras, Link(), args.record, checkpoints)
+            runs.append({"hosts": 1, "variant": variant, "cameras": cameras, "delay_ms": 0, "loss_percent": 0,
+                         **summary})  # fmt: skip
+            took = time.monotonic() - started
+            print(f"one host, {variant}, {cameras} camera(s): {json.dumps(summary)} ({took:.0f} s)", flush=True)
+        for index, (variant, cameras, link) in enumerate(configs):
+            started = time.monotonic()
+            with two_hosts(root / f"hosts_{index}") as hosts:
+                summary = run_one(hosts, root / f"two_{index}", variant, cameras, link, args.record, checkpoints)
+            runs.append({"hosts": 2, "variant": variant, "cameras": cameras, "delay_ms": link.delay_ms,
+                         "loss_percent": link.loss_percent, **summary})  # fmt: skip
+            print(f"two hosts, {variant}, {cameras} camera(s), {link.label}: {json.dumps(summary)} "
+                  f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+
+    def find(hosts: int, variant: str, cameras: int, delay: float = 0, loss: float = 0) -> dict[str, Any]:
+        for run in runs:
+            if (run["hosts"], run["variant"], run["cameras"], run["delay_ms"], run["loss_percent"]) == (
+                hosts, variant, cameras, delay, loss,
+            ):  # fmt: skip
+                return run
+        return {}
+
+    one, two, lossy = find(1, "node", 1), find(2, "node", 1), find(2, "node", 1, 20, 1)
+    baseline_what = "the same stack on one host (shared memory, no wire), same run"
+    headline = [
+        figure("observation->chunk latency p50, policy node on the other host, 1 camera, 0 ms wire",
+               two.get("latency_p50_ms"), "ms", baseline=one.get("latency_p50_ms"), baseline_what=baseline_what),
+        figure("observation->chunk latency p50, 20 ms one way + 1 % loss, 1 camera", lossy.get("latency_p50_ms"),
+               "ms", baseline=one.get("latency_p50_ms"), baseline_what=baseline_what,
+               target="<= 0.667 chunk duration (30 steps at 30 fps: no starvation)"),
+        figure("executor starvation, 20 ms one way + 1 % loss, 1 camera", lossy.get("starvation_fraction"),
+               "fraction of time", baseline=one.get("starvation_fraction"), baseline_what=baseline_what),
+        figure("wire bandwidth robot->inference, 1 camera 640x480 JPEG at 30 fps", two.get("robot_to_inference_mbit_s"),
+               "Mbit/s"),
+    ]  # fmt: skip
+    for variant, cameras in (("server", 1), ("node", 2), ("server", 2)):
+        run, base = find(2, variant, cameras), find(1, variant, cameras)
+        if run:
+            headline.append(figure(
+                f"observation->chunk latency p50, {'policy server' if variant == 'server' else 'policy node'} on the "
+                f"other host, {cameras} camera(s), 0 ms wire", run.get("latency_p50_ms"), "ms",
+                baseline=base.get("latency_p50_ms"), baseline_what=baseline_what,
+            ))  # fmt: skip
+    results = {
+        "benchmark": "multihost",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        "record_s": args.record,
+        "runs": runs,
+        "headline": headline,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(headline, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""Two hosts on one machine: a robot host and an inference host joined through a delaying, lossy wire.
+
+Three network namespaces (names `lrp<tag>{r,i,w}`, addresses 10.232.<n>.1 and .2, deleted afterwards): the
+robot and inference hosts have no direct link, each has a veth pair into the wire namespace, where `wire.py`
+copies Ethernet frames between them with the configured one-way delay and loss. Each host also gets its own
+/dev/shm (a tmpfs mounted for the test) and its own /etc/machine-id, so Fast DDS's shared memory works inside a
+host and never across. All traffic stays in these namespaces.
+
+The robot host runs the fake-hardware SO-101 (fake servos on a pty + arm_driver), synthetic cameras publishing
+JPEG `image_raw/compressed` at 640x480, the action executor and a probe (`probe.py`) that records what the robot
+sees; the inference host runs the policy node (variant "node"), or the policy server with the policy node on the
+robot host (variant "server"). The policy is a small ACT (random weights, action statistics that put its chunks
+on a fixed target pose) reading the state and the cameras.
+
+Used by tests/multihost/test_two_hosts.py and bench/bench_multihost.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+HERE = Path(__file__).resolve().parent
+JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+NAMES = [f"{j}.pos" for j in JOINTS]
+FPS = 30
+HORIZON = 30
+CAMERA_NAMES = ("front", "wrist")
+# The policy's target pose (degrees, the contract's units): away from the fake arm's start pose.
+TARGET_DEG = np.array([12.0, -10.0, 15.0, 8.0, -6.0, 20.0])
+POLICY_IMAGE_SHAPE = (3, 96, 128)
+CLOCK_OFFSET_ENV = "LEROBOT_ROS_TEST_CLOCK_OFFSET_S"
+
+
+def unavailable() -> str | None:
+    """Why two hosts cannot be made here (None: they can)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root (CI runs the tests as root)"
+    if shutil.which("ip") is None or shutil.which("mount") is None:
+        return "iproute2 (`ip`) and `mount` are needed for network namespaces"
+    return None
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {result.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Link:
+    """What the wire does to every frame, each way."""
+
+    delay_ms: float = 0.0
+    loss_percent: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.delay_ms:g} ms, {self.loss_percent:g} % loss"
+
+
+@dataclass
+class TwoHosts:
+    """The three namespaces; `up()` makes them, `down()` removes everything (also after a failed `up`)."""
+
+    root: Path
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    def __post_init__(self) -> None:
+        subnet = 1 + int(self.tag, 16) % 250
+        self.ns = {"robot": f"lrp{self.tag}r", "inference": f"lrp{self.tag}i", "wire": f"lrp{self.tag}w"}
+        self.address = {"robot": f"10.232.{subnet}.1", "inference": f"10.232.{subnet}.2"}
+        self.host_if = {"robot": f"lrp{self.tag}r0", "inference": f"lrp{self.tag}i0"}
+        self.wire_if = {"robot": f"lrp{self.tag}r1", "inference": f"lrp{self.tag}i1"}
+        self.shm = {host: self.root / f"shm_{host}" for host in ("robot", "inference")}
+
+    def up(self) -> None:
+        for ns in self.ns.values():
+            _run(["ip", "netns", "add", ns])
+        for host in ("robot", "inference"):
+            ns, host_if, wire_if = self.ns[host], self.host_if[host], self.wire_if[host]
+            _run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", wire_if])
+            _run(["ip", "link", "set", host_if, "netns", ns])
+            _run(["ip", "link", "set", wire_if, "netns", self.ns["wire"]])
+            _run(["ip", "-n", ns, "addr", "add", f"{self.address[host]}/24", "dev", host_if])
+            for link_ns, interface in ((ns, host_if), (ns, "lo"), (self.ns["wire"], wire_if)):
+                _run(["ip", "-n", link_ns, "link", "set", interface, "up"])
+            _run(["ip", "-n", self.ns["wire"], "link", "set", wire_if, "promisc", "on"])
+            # Multicast (DDS discovery) needs a route; everything leaves through the wire anyway.
+            _run(["ip", "-n", ns, "route", "add", "224.0.0.0/4", "dev", host_if])
+            _run(["ip", "netns", "exec", ns, sys.executable, str(HERE / "wire.py"), "--offload-off", host_if])
+            self.shm[host].mkdir(parents=True, exist_ok=True)
+            _run(["mount", "-t", "tmpfs", "-o", "size=512m", f"lrp{self.tag}", str(self.shm[host])])
+            etc = Path("/etc/netns") / ns
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "machine-id").write_text(uuid.uuid4().hex + "\n")
+
+    def down(self) -> None:
+        for host in ("robot", "inference"):
+            subprocess.run(["umount", "-l", str(self.shm[host])], capture_output=True, check=False)
+            shutil.rmtree(Path("/etc/netns") / self.ns[host], ignore_errors=True)
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+
+    def command(self, host: str, argv: list[str]) -> list[str]:
+        """`argv` run on `host` (its network namespace, /dev/shm and machine-id)."""
+        mount = 'mount --bind "$0" /dev/shm && exec "$@"'
+        return ["ip", "netns", "exec", self.ns[host], "sh", "-c", mount, str(self.shm[host]), *argv]
+
+    def wire_command(self, link: Link, stats: Path, seed: int = 1) -> list[str]:
+        return ["ip", "netns", "exec", self.ns["wire"], sys.executable, str(HERE / "wire.py"),
+                "--a", self.wire_if["robot"], "--b", self.wire_if["inference"], "--delay-ms", str(link.delay_ms),
+                "--loss-percent", str(link.loss_percent), "--seed", str(seed), "--stats", str(stats)]  # fmt: skip
+
+    def env(self, base: Mapping[str, str], domain_id: int) -> dict[str, str]:
+        return host_env(base, domain_id)
+
+    def shm_segments(self, host: str) -> int:
+        """Fast DDS shared-memory segments in `host`'s /dev/shm."""
+        return sum(1 for p in self.shm[host].iterdir() if re.fullmatch(r"fastdds_[0-9a-f]{16}", p.name))
+
+
+@dataclass
+class OneHost:
+    """The baseline: every process on this machine's network, the shared-memory profile, no wire."""
+
+    address: dict[str, str] = field(default_factory=lambda: {"robot": "127.0.0.1", "inference": "127.0.0.1"})
+
+    def command(self, host: str, argv: list[str]) -> list[str]:
+        return list(argv)
+
+    def env(self, base: Mapping[str, str], domain_id: int) -> dict[str, str]:
+        from lerobot_ros.dds import ros_environment
+
+        env = ros_environment(dict(base), profile="shm")
+        env["ROS_DOMAIN_ID"] = str(domain_id)
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        return env
+
+
+@contextmanager
+def two_hosts(root: Path) -> Iterator[TwoHosts]:
+    hosts = TwoHosts(root)
+    try:
+        hosts.up()
+        yield hosts
+    finally:
+        hosts.down()
+
+
+def host_env(base: Mapping[str, str], domain_id: int) -> dict[str, str]:
+    """The ROS environment of a process on one of the hosts: the multi-host profile, SUBNET discovery."""
+    from lerobot_ros.dds import PROFILE_ENV, ros_environment
+
+    env = {k: v for k, v in base.items() if k not in (PROFILE_ENV, "ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_STATIC_PEERS")}
+    env = ros_environment(env, profile="multihost")
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    return env
+
+
+def write_contract(path: Path, cameras: int) -> Path:
+    vector = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": NAMES, "units": "rad_to_deg"}
+    features: dict[str, Any] = {"observation.state": {**vector, "topic": "/follower/joint_states", "max_age_s": 0.2}}
+    for name in CAMERA_NAMES[:cameras]:
+        features[f"observation.images.{name}"] = {
+            "topic": f"/cameras/{name}/image_raw/compressed",
+            "type": "sensor_msgs/msg/CompressedImage",
+            "shape": [480, 640, 3],
+            "max_age_s": 0.2,
+        }
+    features["action"] = {**vector, "topic": "/follower/joint_commands"}
+    path.write_text(yaml.safe_dump({"robot_type": "so101_follower", "fps": FPS, "features": features}, sort_keys=False))
+    return path
+
+
+def make_checkpoint(directory: Path, contract: Path, cameras: int) -> Path:
+    """A small ACT reading the state and `cameras` cameras; its chunks sit on TARGET_DEG (+- 0.05 degrees)."""
+    import torch
+
+    from lerobot_training.checkpoint import save_policy
+    from lerobot_training.features import FeatureType, PolicyFeature
+    from lerobot_training.policies.act import ACTConfig, ACTPolicy
+
+    torch.manual_seed(0)
+    inputs = {"observation.state": PolicyFeature(FeatureType.STATE, (6,), tuple(NAMES))}
+    for name in CAMERA_NAMES[:cameras]:
+        inputs[f"observation.images.{name}"] = PolicyFeature(FeatureType.VISUAL, POLICY_IMAGE_SHAPE)
+    outputs = {"action": PolicyFeature(FeatureType.ACTION, (6,), tuple(NAMES))}
+    config = ACTConfig(
+        input_features=inputs, output_features=outputs, chunk_size=HORIZON, n_action_steps=HORIZON, dim_model=64,
+        n_heads=2, dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, n_vae_encoder_layers=1, latent_dim=8,
+    )  # fmt: skip
+    ones = torch.ones(6)
+    stats = {
+        "observation.state": {"mean": torch.zeros(6), "std": 30 * ones, "min": -90 * ones, "max": 90 * ones},
+        "action": {
+            "mean": torch.tensor(TARGET_DEG, dtype=torch.float32),
+            "std": 0.01 * ones,
+            "min": torch.tensor(TARGET_DEG, dtype=torch.float32) - 1,
+            "max": torch.tensor(TARGET_DEG, dtype=torch.float32) + 1,
+        },
+    }
+    for name in CAMERA_NAMES[:cameras]:
+        stats[f"observation.images.{name}"] = {
+            "mean": torch.full((3, 1, 1), 0.5),
+            "std": torch.full((3, 1, 1), 0.25),
+            "min": torch.zeros(3, 1, 1),
+            "max": torch.ones(3, 1, 1),
+        }
+    save_policy(directory, ACTPolicy(config, stats), fps=FPS, contract=yaml.safe_load(contract.read_text()))
+    return directory
+
+
+@dataclass
+class Stack:
+    """What `start_stack` started (processes are stopped by the ProcessGroup; call `close()` for the pty)."""
+
+    hosts: TwoHosts | OneHost
+    processes: dict[str, Any]
+    pty: Any
+    wire_stats: Path
+    probe_out: Path
+    record_s: float
+
+    def close(self) -> None:
+        self.pty.stop()
+
+    def record(self, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Wait for the probe (started before the policy) to finish its window; returns its JSON."""
+        probe = self.processes["probe"]
+        code = probe.wait(timeout=self.record_s + timeout_s)
+        if not self.probe_out.exists():
+            raise AssertionError(f"probe exited {code} without results:\n{probe.output()[-3000:]}")
+        result: dict[str, Any] = json.loads(self.probe_out.read_text())
+        result["probe_exit"] = code
+        return result
+
+
+def start_stack(
+    group: Any,
+    hosts: TwoHosts | OneHost,
+    workdir: Path,
+    base_env: Mapping[str, str],
+    domain_id: int,
+    *,
+    variant: str = "node",
+    cameras: int = 1,
+    link: Link = Link(),
+    clock_offset_s: float = 0.0,
+    checkpoint: Path | None = None,
+    server_port: int = 50851,
+    record_s: float = 6.0,
+) -> Stack:
+    """Start the wire, the robot host's nodes and the inference host's policy (see the module docstring).
+
+    `group` is a lerobot_ros.testing.ProcessGroup; `clock_offset_s` shifts the clock of the policy node when it
+    runs on the inference host (variant "node").
+    """
+    from lerobot_drivers.arms import get_arm
+    from lerobot_drivers.arms.arm import default_fake_calibration
+    from lerobot_drivers.fake.arms import fake_arm_bus
+    from lerobot_drivers.fake.bus import PtyServoBus
+    from lerobot_drivers.motors.calibration import save_calibration
+    from lerobot_ros.testing import venv_script
+
+    if variant not in ("node", "server"):
+        raise ValueError(f"variant must be 'node' or 'server', got {variant!r}")
+    env = hosts.env(base_env, domain_id)
+    contract = write_contract(workdir / "contract.yaml", cameras)
+    if checkpoint is None:
+        checkpoint = make_checkpoint(workdir / "pretrained_model", contract, cameras)
+    stats = workdir / "wire.json"
+    started: dict[str, Any] = {}
+    if isinstance(hosts, TwoHosts):
+        started["wire"] = group.start(hosts.wire_command(link, stats), name="wire", env=env)
+        started["wire"].wait_for_output("wire up", timeout=30)
+
+    spec = get_arm("so101_follower")
+    calibration = default_fake_calibration(spec)
+    pty = PtyServoBus(fake_arm_bus(spec, calibration))
+    pty.start()
+    cal_file = workdir / "so101.json"
+    save_calibration(cal_file, calibration)
+    robot_config = workdir / "robot.yaml"
+    robot_config.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+        "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
+    ns = ["-r", "__ns:=/follower"]
+
+    def on(host: str, argv: list[str], name: str, extra_env: Mapping[str, str] | None = None) -> Any:
+        started[name] = group.start(hosts.command(host, argv), name=name, env={**env, **(extra_env or {})})
+        return started[name]
+
+    on("robot", [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
+                 "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5",
+                 "-p", "bus_timeout:=0.1", "-p", "bus_retries:=4", "-p", "connect_timeout:=10.0"],
+       "driver")  # fmt: skip
+    for name in CAMERA_NAMES[:cameras]:
+        on("robot", [venv_script("camera"), "--ros-args", "-r", f"__ns:=/cameras/{name}", "-r", f"__node:={name}",
+                     "-p", "device:=synthetic", "-p", "width:=640", "-p", "height:=480", "-p", "fps:=30.0",
+                     "-p", "publish_raw:=false", "-p", "publish_compressed:=true"], f"camera_{name}")  # fmt: skip
+    on("robot", [venv_script("action_executor"), "--ros-args", *ns, "-p", "output:=joint_commands",
+                 "-p", f"robot_config:={robot_config}", "-p", "rate:=50.0", "-p", "diagnostics_period:=0.25",
+                 "-p", "max_velocity:=1.5"], "executor")  # fmt: skip
+    for name in ("driver", "executor"):
+        started[name].wait_for_output("active", timeout=180)
+    # The probe starts before the policy: it sees the arm's pose before the first chunk.
+    probe_out = workdir / "probe.json"
+    on("robot", [sys.executable, str(HERE / "probe.py"), "--out", str(probe_out), "--duration", str(record_s),
+                 "--timeout", "300", *(["--wire-stats", str(stats)] if isinstance(hosts, TwoHosts) else [])],
+       "probe")  # fmt: skip
+    policy_args = ["-p", f"contract:={contract}", "-p", "threshold:=0.0", "-p", "margin:=0.1"]
+    if variant == "node":
+        on("inference", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={checkpoint}", *policy_args],
+           "policy", {CLOCK_OFFSET_ENV: str(clock_offset_s)} if clock_offset_s else None)  # fmt: skip
+    else:
+        server = on("inference", [venv_script("lerobot-ros"), "policy-server", str(checkpoint),
+                                  "--port", str(server_port)], "server")  # fmt: skip
+        server.wait_for_output(f"serving on {server_port}", timeout=180)
+        address = f"grpc://{hosts.address['inference']}:{server_port}"
+        on("robot", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={address}",
+                     "-p", "remote_timeout:=2.0", *policy_args], "policy")  # fmt: skip
+    for name in ("driver", "executor", "policy"):
+        started[name].wait_for_output("active", timeout=180)
+    return Stack(hosts, started, pty, stats, probe_out, record_s)
+
+
+def summarize(record: dict[str, Any]) -> dict[str, Any]:
+    """Latency, starvation and bandwidth of one probe window."""
+    wire_before, wire_after = record["wire"].get("before"), record["wire"].get("after")
+    chunks = record["chunks"]
+    latency = np.array([(c["receive_ns"] - c["stamp_ns"]) / 1e9 for c in chunks]) if chunks else np.zeros(0)
+    inference = np.array([c["inference_time"] for c in chunks]) if chunks else np.zeros(0)
+    window = record["window_s"]
+    diag = record["executor"]
+    starvation = diag["last"].get("starvation_s", 0.0) - diag["first"].get("starvation_s", 0.0)
+    bandwidth = {}
+    if wire_before and wire_after:
+        span = max(wire_after["time"] - wire_before["time"], 1e-9)
+        for direction in ("a_to_b", "b_to_a"):
+            before, after = wire_before[direction], wire_after[direction]
+            name = {"a_to_b": "robot_to_inference", "b_to_a": "inference_to_robot"}[direction]
+            bandwidth[f"{name}_mbit_s"] = (after["bytes"] - before["bytes"]) * 8 / span / 1e6
+            bandwidth[f"{name}_dropped"] = after["dropped"] - before["dropped"]
+    return {
+        "chunks": len(chunks),
+        "chunks_per_s": len(chunks) / window if window else 0.0,
+        "latency_p50_ms": float(np.percentile(latency, 50) * 1e3) if latency.size else None,
+        "latency_p95_ms": float(np.percentile(latency, 95) * 1e3) if latency.size else None,
+        "inference_p50_ms": float(np.percentile(inference, 50) * 1e3) if inference.size else None,
+        "starvation_s": float(starvation),
+        "starvation_fraction": float(starvation / window) if window else None,
+        "executor_starved_at_end": diag["last"].get("starved") == "true",
+        "chunks_accepted": int(diag["last"].get("chunks_accepted", 0) - diag["first"].get("chunks_accepted", 0)),
+        "chunks_rejected": int(diag["last"].get("chunks_rejected", 0) - diag["first"].get("chunks_rejected", 0)),
+        "policy_clock_offset_s": record.get("policy", {}).get("clock_offset_s"),
+        "window_s": window,
+        **bandwidth,
+    }
