@@ -36,6 +36,7 @@ class ChunkProbe:
     """Keeps ActionChunks and the policy node's latched status."""
 
     def __init__(self, node) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
 
@@ -44,6 +45,8 @@ class ChunkProbe:
         self.lock = threading.Lock()
         self.chunks: list = []
         self.statuses: list = []
+        self.diagnostics: list = []  # the policy node's /diagnostics entries
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         latched = QoSProfile(
             depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
         )
@@ -57,6 +60,20 @@ class ChunkProbe:
                 into.append(msg)
 
         return on_message
+
+    def _on_diagnostics(self, msg) -> None:
+        with self.lock:
+            self.diagnostics.extend(s for s in msg.status if s.name.endswith(": policy"))
+
+    def diagnostic(self, predicate, timeout: float = 30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                for status in reversed(self.diagnostics):
+                    if predicate(status):
+                        return status
+            time.sleep(0.05)
+        raise AssertionError(f"no matching policy diagnostics within {timeout} s")
 
     def publish_task(self, text: str, timeout: float = 30.0) -> None:
         """Publish on /policy/task once the policy node's subscription is matched (else the message is lost)."""
@@ -177,6 +194,11 @@ def test_remote_policy_drives_the_fake_arm_and_survives_a_server_crash(tmp_path,
     server.wait(10)
     status = chunks.status(lambda s: "unreachable" in s.message, timeout=30)
     assert f"grpc://127.0.0.1:{port}" in status.message and status.state == "active"
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    entry = chunks.diagnostic(lambda d: "unreachable" in d.message)
+    assert entry.level == DiagnosticStatus.WARN
+    assert {kv.key: kv.value for kv in entry.values}["last_chunk_task"] == "wave twice"
     crashed = time.monotonic()
     published = status.chunks_published
     values = probe.diagnostic(lambda v: v["starved"] == "true" or int(v["starvation_events"]) >= 1, timeout=30)
