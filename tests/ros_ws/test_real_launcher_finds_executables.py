@@ -1,4 +1,4 @@
-"""With the venv as the only ament prefix, the real launch_ros resolves every pkg/exec our launch files name.
+"""With the venv as the only ament prefix, the real launch_ros resolves every pkg/exec of our launch files and packages.
 
 The oracle is the unmodified ros2/launch + launch_ros in ../shared/oracles/ros2-launch (installed once into a
 cache folder in the venv). Its ExecutableInPackage is what `ros2 launch` and `ros2 run` use to find a node's
@@ -7,6 +7,7 @@ executable (<prefix>/lib/<pkg>/<exec>, found through the ament index); FindPacka
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import json
 import os
@@ -24,6 +25,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ORACLE = REPO.parent / "shared" / "oracles" / "ros2-launch"
 VENV = Path(sys.prefix)
+PACKAGE_DIRS = [
+    *sorted(p for p in (REPO / "ros_ws" / "src").iterdir() if (p / "setup.cfg").is_file()),
+    REPO / "sim_bridge",
+]
 LAUNCH_FILES = sorted([*(REPO / "launch").glob("*.launch.yaml"), *(REPO / "ros_ws" / "src").glob("*/launch/*.yaml")])
 
 RESOLVE = r"""
@@ -69,6 +74,20 @@ def launch_references() -> tuple[list[tuple[str, str]], list[str]]:
     return sorted(execs), sorted(shares)
 
 
+def console_scripts() -> list[tuple[str, str]]:
+    """(package, executable) of every console script: what `ros2 run <pkg> <exec>` must find."""
+    out = []
+    for source in PACKAGE_DIRS:
+        package = re.search(r"<name>\s*([^<\s]+)\s*</name>", (source / "package.xml").read_text())
+        assert package is not None, source
+        cfg = configparser.ConfigParser(interpolation=None)
+        cfg.read(source / "setup.cfg")
+        for line in cfg.get("options.entry_points", "console_scripts", fallback="").splitlines():
+            if line.strip():
+                out.append((package.group(1), line.split("=")[0].strip()))
+    return out
+
+
 @pytest.fixture(scope="module")
 def oracle() -> Path:
     if not (ORACLE / "install.sh").is_file():
@@ -105,6 +124,7 @@ def test_launch_files_name_nodes() -> None:
 @pytest.mark.slow
 def test_real_launcher_resolves_every_executable_with_the_venv_prefix_alone(oracle: Path) -> None:
     execs, shares = launch_references()
+    execs = sorted({*execs, *console_scripts()})  # the launch files' nodes and every `ros2 run` target
     env = {k: v for k, v in os.environ.items() if k not in ("AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH", "PYTHONPATH")}
     env.update(AMENT_PREFIX_PATH=str(VENV), PYTHONPATH=str(oracle))
     result = subprocess.run(
