@@ -12,6 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from lerobot_recorder.collection_command import (
+    add_filter_arguments,
+    add_merge_arguments,
+    add_split_arguments,
+    run_filter,
+    run_merge,
+    run_split,
+)
 from lerobot_recorder.hub_command import add_push_arguments, run_push
 from lerobot_ros.command import Command, CommandError
 
@@ -118,6 +126,11 @@ ACTIONS: tuple[DatasetAction, ...] = (
         "validate", "check every format invariant; exit 1 with one line per problem", _add_validate, _run_validate
     ),
     DatasetAction("push", "upload to the Hugging Face Hub (dataset card, v3.0 tag)", add_push_arguments, run_push),
+    DatasetAction(
+        "merge", "merge datasets into a new one (videos copied when encodings match)", add_merge_arguments, run_merge
+    ),
+    DatasetAction("split", "split into new datasets by fractions or episode lists", add_split_arguments, run_split),
+    DatasetAction("filter", "a new dataset with chosen episodes (or all but some)", add_filter_arguments, run_filter),
 )
 
 
