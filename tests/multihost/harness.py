@@ -328,7 +328,7 @@ def start_stack(
     else:
         server = on("inference", [venv_script("lerobot-ros"), "policy-server", str(checkpoint),
                                   "--port", str(server_port)], "server")  # fmt: skip
-        server.wait_for_output(f"serving on {server_port}", timeout=180)
+        server.wait_for_output(rf"serving .* on \S+:{server_port}\b", timeout=180)
         address = f"grpc://{hosts.address['inference']}:{server_port}"
         on("robot", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={address}",
                      "-p", "remote_timeout:=2.0", *policy_args], "policy")  # fmt: skip
