@@ -148,3 +148,16 @@ def test_an_exception_in_a_worker_thread_reaches_diagnostics_and_the_error_trans
     output = probe.output()
     assert "Traceback (most recent call last)" in output and "injected fault in the work loop" in output
     assert probe.returncode is None  # the process stays up, ready to be configured again
+
+
+def test_clear_upto_keeps_a_failure_recorded_after_the_ones_handled():
+    """A worker failing while its node is being activated must survive the activation's clear."""
+    sink = Sink()
+    guard = sink.guard()
+    guard.call("old", broken, 1)
+    handled = guard.serial
+    guard.call("new", broken, 2)
+    guard.clear(upto=handled)
+    assert [f.worker for f in guard.failures] == ["new"]
+    guard.clear()
+    assert not guard.failed

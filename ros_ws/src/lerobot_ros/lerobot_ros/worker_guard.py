@@ -36,6 +36,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 REPUBLISH_PERIOD_S = 1.0
+RETRY_PERIOD_S = 0.01
+PRIMARY_STATES = ("unconfigured", "inactive", "active", "finalized")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class WorkerGuard:
         self._shutting_down = shutting_down
         self._lock = threading.Lock()
         self._failures: dict[str, WorkerFailure] = {}
+        self._serials: dict[str, int] = {}  # worker -> serial number of its latest failure
+        self._serial = 0
 
     @classmethod
     def for_node(cls, node: Any, *, hardware_id: str = "") -> NodeWorkerGuard:
@@ -93,10 +97,18 @@ class WorkerGuard:
         with self._lock:
             return bool(self._failures)
 
-    def clear(self) -> None:
-        """Forget the failures (after the node was configured again)."""
+    @property
+    def serial(self) -> int:
+        """Number of failures recorded so far (serial number of the latest)."""
         with self._lock:
-            self._failures.clear()
+            return self._serial
+
+    def clear(self, upto: int | None = None) -> None:
+        """Forget the failures (after the node was configured again); with `upto`, only those with a serial
+        number <= `upto` (a failure recorded while the node was being activated stays)."""
+        with self._lock:
+            for worker in [w for w, n in self._serials.items() if upto is None or n <= upto]:
+                del self._failures[worker], self._serials[worker]
 
     def call(self, worker: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
         """`fn(*args, **kwargs)`; None when it raised an exception (reported, not re-raised)."""
@@ -130,6 +142,8 @@ class WorkerGuard:
             previous = self._failures.get(worker)
             failure = WorkerFailure(worker, error, text, previous.count + 1 if previous else 1)
             self._failures[worker] = failure
+            self._serial += 1
+            self._serials[worker] = self._serial
         if self._shutting_down is not None and self._shutting_down():
             self._log_error(f"{worker} ended while shutting down: {error}")
             return failure
@@ -158,6 +172,8 @@ class NodeWorkerGuard(WorkerGuard):
         self._hardware_id = hardware_id
         self._diagnostics_pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._pending = threading.Event()
+        self._handled = 0  # failures up to this serial number went through their error transition
+        self._retry: Any = None
         self._error_requested = threading.Event()
         self._republish: Any = None
         # Transitions run on the executor's thread, like every other one: the worker only wakes it.
@@ -187,17 +203,30 @@ class NodeWorkerGuard(WorkerGuard):
         if not self._pending.is_set():
             return
         self._pending.clear()
+        handling = self.serial
         if self._republish is None:
             self._republish = self._node.create_timer(REPUBLISH_PERIOD_S, self._publish_all)
         if not self._lifecycle:
             return
         node = self._node
+        if _state(node) not in PRIMARY_STATES:  # a transition runs on another thread: look again once it is done
+            self._pending.set()
+            if self._retry is None:
+                self._retry = node.create_timer(RETRY_PERIOD_S, self._on_retry)
+            return
         if _state(node) == "active":
             node.trigger_deactivate()  # _ErrorPath returns ERROR: on_error, then unconfigured
         self._error_requested.clear()
         if _state(node) == "inactive":  # a node whose on_deactivate does not ask its managed entities
             node.get_logger().error("a worker failed: cleaning up to unconfigured")
             node.trigger_cleanup()
+        self._handled = max(self._handled, handling)
+
+    def _on_retry(self) -> None:
+        if self._retry is not None:
+            self._node.destroy_timer(self._retry)
+            self._retry = None
+        self._on_signal()
 
     def _publish_all(self) -> None:
         for failure in self.failures:
@@ -224,9 +253,9 @@ class NodeWorkerGuard(WorkerGuard):
             if self._node.context.ok():
                 raise
 
-    def clear(self) -> None:
-        super().clear()
-        if self._republish is not None:
+    def clear(self, upto: int | None = None) -> None:
+        super().clear(upto)
+        if self._republish is not None and not self.failed:
             self._node.destroy_timer(self._republish)
             self._republish = None
 
@@ -246,5 +275,5 @@ class _ErrorPath(ManagedEntity):
         return TransitionCallbackReturn.ERROR if self._guard.error_requested else TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._guard.clear()  # active again (configured anew): earlier failures are history
+        self._guard.clear(upto=self._guard._handled)  # active again: failures already handled are history
         return TransitionCallbackReturn.SUCCESS
