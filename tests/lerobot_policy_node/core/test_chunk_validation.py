@@ -120,3 +120,15 @@ def test_the_shipped_robot_configs_give_the_executor_its_limits():
     assert sim.joint_names[-1] == "gripper" and sim.max_velocity == 3.0
     with pytest.raises(PolicyConfigError, match=r"calibration file .* does not exist"):
         load_robot_limits(repo / "config/robots/so101.yaml", "/follower/action_executor")  # edit for your arm
+
+
+def test_the_fake_hardware_robot_config_points_at_the_fake_buses_calibration():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    try:
+        limits = load_robot_limits(repo / "config/robots/so101_fake.yaml", "/follower/action_executor")
+    except PolicyConfigError as err:  # no fake arm started on this machine yet
+        assert "/tmp/lerobot_ros_fake/follower_so101_follower.json" in str(err)
+    else:
+        assert limits.joint_names[0] == "shoulder_pan" and limits.max_velocity == 3.0
