@@ -34,11 +34,93 @@ from lerobot_training.policies.config import PolicyConfig
 from lerobot_training.transforms import ImageTransforms
 
 
-def open_reader(root: Path) -> Any:
-    """A `DatasetReader` of the project's format module (imported here: training depends on it only for data)."""
+def dataset_roots(root: Path | str | Sequence[Path | str]) -> list[Path]:
+    """One dataset folder or several, as a list of paths."""
+    if isinstance(root, (str, Path)):
+        return [Path(root)]
+    return [Path(r) for r in root]
+
+
+def open_reader(root: Path | Sequence[Path]) -> Any:
+    """A `DatasetReader` of the project's format module (imported here: training depends on it only for data).
+
+    Several roots give a `DatasetCollection`: one reader over all their episodes, in order.
+    """
     from lerobot_recorder.dataset import DatasetReader
 
-    return DatasetReader(Path(root))
+    roots = dataset_roots(root)
+    if len(roots) == 1:
+        return DatasetReader(roots[0])
+    return DatasetCollection(roots)
+
+
+class _CollectionMeta:
+    def __init__(self, readers: Sequence[Any]) -> None:
+        self._readers = readers
+
+    def episode_stats(self, episode: Mapping[str, Any]) -> Any:
+        owner = episode["_collection_reader"]
+        return self._readers[owner].meta.episode_stats(episode)
+
+
+class DatasetCollection:
+    """Several datasets with the same features and fps read as one: episodes and frames of the first dataset,
+    then the second's, and so on (global episode and frame numbers). What the trainer needs of a reader."""
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        from lerobot_recorder.dataset import DatasetReader
+        from lerobot_recorder.dataset.merge import check_compatible
+
+        if len(set(map(str, roots))) != len(roots):
+            raise FeatureMismatchError(f"a dataset is given twice: {[str(r) for r in roots]}")
+        self.readers = [DatasetReader(Path(r)) for r in roots]
+        check_compatible([r.meta for r in self.readers], same_robot_type=False, action="train on")
+        self.roots = [Path(r) for r in roots]
+        self.root = self.roots[0]  # meta/contract.json and messages: the first dataset's
+        self.meta = _CollectionMeta(self.readers)
+        self._episodes: list[tuple[int, int]] = []  # global episode -> (reader, local episode)
+        self._frame_offsets: list[int] = []
+        self.episodes: list[dict[str, Any]] = []
+        offset = 0
+        for owner, reader in enumerate(self.readers):
+            self._frame_offsets.append(offset)
+            for local, row in enumerate(reader.episodes):
+                self._episodes.append((owner, local))
+                self.episodes.append({**row, "_collection_reader": owner})
+            offset += len(reader)
+        self._length = offset
+
+    @property
+    def fps(self) -> int:
+        return int(self.readers[0].fps)
+
+    @property
+    def features(self) -> dict[str, Any]:
+        return dict(self.readers[0].features)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self._episodes)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def episode_range(self, episode_index: int) -> tuple[int, int]:
+        owner, local = self._episodes[episode_index]
+        start, end = self.readers[owner].episode_range(local)
+        return start + self._frame_offsets[owner], end + self._frame_offsets[owner]
+
+    def episode_frames(self, episode_index: int, key: str) -> Any:
+        owner, local = self._episodes[episode_index]
+        return self.readers[owner].episode_frames(local, key)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        owner = int(np.searchsorted(self._frame_offsets, index, side="right")) - 1
+        return dict(self.readers[owner][index - self._frame_offsets[owner]])
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
 
 
 def dataset_features(
@@ -170,7 +252,7 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
 
     def __init__(
         self,
-        root: Path,
+        root: Path | Sequence[Path],
         episodes: Sequence[int],
         config: PolicyConfig,
         *,
@@ -178,7 +260,7 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         cache_bytes: int = 512 * 2**20,
         cache_episodes: bool = True,
     ) -> None:
-        self.root = Path(root)
+        self.root = dataset_roots(root)
         self.episodes = list(episodes)
         self.input_features = dict(config.input_features)
         self.observation_offsets = config.observation_delta_indices

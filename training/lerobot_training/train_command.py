@@ -1,6 +1,7 @@
 """`lerobot-ros train`: train ACT or a diffusion policy on a LeRobot v3 dataset, write checkpoints.
 
 lerobot-ros train --dataset DIR --policy act --out runs/act --steps 2000 --batch-size 8
+lerobot-ros train --dataset DIR_A --dataset user/name --policy act --out runs/act   # several datasets, Hub ids
 lerobot-ros train --out runs/act --resume --steps 4000     # continue (and extend) a run
 """
 
@@ -17,7 +18,12 @@ POLICIES = ("act", "diffusion")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", type=Path, help="LeRobot v3 dataset directory (not needed with --resume)")
+    parser.add_argument(
+        "--dataset",
+        action="append",
+        help="LeRobot v3 dataset directory, or a Hub dataset repo id user/name (downloaded into the HF cache); "
+        "repeat to train on several datasets with the same features and fps (not needed with --resume)",
+    )
     parser.add_argument("--policy", choices=POLICIES, help="policy type to train (not needed with --resume)")
     parser.add_argument("--out", type=Path, required=True, help="run directory: checkpoints/, log.csv, curves.png")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
@@ -148,7 +154,7 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         option = "--" + ("feature" if flag == "features" else flag.replace("_", "-"))
         if value is None or flag in ("augment",):
             continue
-        if flag == "features":
+        if flag in ("features", "dataset"):
             for item in value:
                 argv += [option, str(item)]
         elif flag == "eval_env_kwargs":
@@ -198,6 +204,13 @@ def _run(args: argparse.Namespace) -> int:
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import TrainConfig, Trainer
 
+    if args.dataset:
+        from lerobot_training.hub import resolve_dataset
+
+        try:  # before torchrun: the ranks get local folders, downloaded once
+            args.dataset = [str(resolve_dataset(value)) for value in args.dataset]
+        except TrainingError as err:
+            raise CommandError(str(err)) from None
     if args.nproc != 1:
         return _launch_torchrun(args)
     given = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if getattr(args, flag) is not None}
@@ -219,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
             if args.dataset is None or args.policy is None:
                 raise CommandError("--dataset and --policy are required (unless --resume)")
             config = TrainConfig(
-                dataset=args.dataset,
+                dataset=[Path(value) for value in args.dataset],
                 policy=args.policy,
                 out=args.out,
                 policy_overrides=parse_overrides(args.overrides),

@@ -31,6 +31,7 @@ from lerobot_training.data import (
     PolicyDataset,
     StepBatchSampler,
     dataset_features,
+    dataset_roots,
     open_reader,
     split_episodes,
     to_policy_batch,
@@ -61,7 +62,7 @@ LOG_COLUMNS = (
 class TrainConfig:
     """Settings of one training run (`lerobot-ros train` flags)."""
 
-    dataset: Path
+    dataset: Path | list[Path]  # one dataset folder, or several trained on together (same features and fps)
     policy: str
     out: Path
     steps: int = 1000
@@ -96,7 +97,11 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        self.dataset, self.out = Path(self.dataset), Path(self.out)
+        roots = dataset_roots(self.dataset)
+        if not roots:
+            raise PolicyConfigError("dataset is empty; give at least one dataset folder")
+        self.dataset = roots[0] if len(roots) == 1 else roots
+        self.out = Path(self.out)
         policy_class(self.policy, "--policy")
         for name in ("steps", "batch_size", "save_every", "log_every", "val_every", "val_batches"):
             if getattr(self, name) < 1:
@@ -106,6 +111,11 @@ class TrainConfig:
         self.transforms_config()  # validates image_transforms
         if self.image_stats not in ("dataset", "imagenet"):
             raise PolicyConfigError(f"image_stats must be 'dataset' or 'imagenet', got {self.image_stats!r}")
+
+    @property
+    def datasets(self) -> list[Path]:
+        """The dataset folders of this run (one or several)."""
+        return dataset_roots(self.dataset)
 
     def transforms_config(self) -> ImageTransformsConfig:
         """The camera transforms of this run: `image_transforms`, else LeRobot's defaults (enabled by `augment`)."""
@@ -118,6 +128,8 @@ class TrainConfig:
         for key, value in out.items():
             if isinstance(value, Path):
                 out[key] = str(value)
+            elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+                out[key] = [str(v) for v in value]
         return out
 
     @classmethod
@@ -193,7 +205,7 @@ class Trainer:
         if config.threads is not None:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
-        reader = open_reader(config.dataset)
+        reader = open_reader(config.datasets)
         self.fps = reader.fps
         self.contract = self._dataset_contract(reader)
         self.train_episodes, self.val_episodes = split_episodes(reader.num_episodes, config.val_fraction, config.seed)
@@ -214,10 +226,10 @@ class Trainer:
         transforms = ImageTransforms(config.transforms_config())
         augmentation = transforms if transforms.active else None
         self.train_set = PolicyDataset(
-            config.dataset, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache
+            config.datasets, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache
         )
         self.val_set = (
-            PolicyDataset(config.dataset, self.val_episodes, self.policy.config, cache_bytes=cache)
+            PolicyDataset(config.datasets, self.val_episodes, self.policy.config, cache_bytes=cache)
             if self.val_episodes
             else None
         )
@@ -316,7 +328,7 @@ class Trainer:
                     config.eval_every = 0
                     return None
                 kwargs = dict(config.eval_env_kwargs)
-                contract_path = Path(config.dataset) / "meta" / "contract.json"
+                contract_path = config.datasets[0] / "meta" / "contract.json"
                 if "contract" not in kwargs and contract_path.is_file() and accepts_argument(factory, "contract"):
                     kwargs["contract"] = str(contract_path)
                 self._env = factory(**kwargs)
@@ -334,7 +346,8 @@ class Trainer:
             fps=float(self.fps),
             contract=self.contract,
             extra={
-                "dataset": str(self.config.dataset),
+                "dataset": str(self.config.datasets[0]),
+                "datasets": [str(root) for root in self.config.datasets],
                 "train_episodes": self.train_episodes,
                 "step": self.step,
                 "image_transforms": self.config.transforms_config().to_json(),

@@ -104,8 +104,12 @@ def _label(meta: DatasetMeta) -> str:
     return str(meta.root)
 
 
-def check_compatible(metas: Sequence[DatasetMeta], *, robot_type: str | None = None) -> None:
-    """Raise SchemaMismatchError (one line) when the datasets cannot be merged into one."""
+def check_compatible(metas: Sequence[DatasetMeta], *, same_robot_type: bool = True, action: str = "merge") -> None:
+    """Raise SchemaMismatchError (one line) when the datasets cannot be merged into one (or trained on together).
+
+    They must have the same user features (name, dtype, shape, names) and fps, and, with `same_robot_type`,
+    the same robot_type.
+    """
     from lerobot_recorder.dataset.writer import schema_differences
 
     first = metas[0]
@@ -113,16 +117,16 @@ def check_compatible(metas: Sequence[DatasetMeta], *, robot_type: str | None = N
         problems = schema_differences(other.user_features, first.user_features)
         if problems:
             raise SchemaMismatchError(
-                f"cannot merge {_label(other)} with {_label(first)}: features differ ({'; '.join(problems)}); "
-                "only datasets with the same features (names, dtypes, shapes) can be merged"
+                f"cannot {action} {_label(other)} with {_label(first)}: features differ ({'; '.join(problems)}); "
+                "only datasets with the same features (names, dtypes, shapes) go together"
             )
         if other.fps != first.fps:
             raise SchemaMismatchError(
-                f"cannot merge {_label(other)} ({other.fps} fps) with {_label(first)} ({first.fps} fps): "
+                f"cannot {action} {_label(other)} ({other.fps} fps) with {_label(first)} ({first.fps} fps): "
                 "fps differ; resample one of them first"
             )
         a, b = first.info.get("robot_type"), other.info.get("robot_type")
-        if a != b and robot_type is None:
+        if a != b and same_robot_type:
             raise SchemaMismatchError(
                 f"cannot merge {_label(other)} (robot_type {b!r}) with {_label(first)} (robot_type {a!r}); "
                 "pass --robot-type NAME to merge them anyway under one robot_type"
@@ -225,6 +229,7 @@ class _VideoOut:
         self.parameters: tuple[str, int, int, str, bytes] | None = None
         self.bytes = 0
         self.frames = 0
+        self.end_s = 0.0
         self.files = 0
 
     def close(self) -> None:
@@ -248,6 +253,7 @@ class _VideoOut:
             self.stream.time_base = source.time_base
             self.parameters = source.parameters
             self.bytes = self.frames = 0
+            self.end_s = 0.0
             self.files += 1
         assert self.ref is not None
         offset = Fraction(self.frames, self.fps)
@@ -259,9 +265,12 @@ class _VideoOut:
             packet.stream = self.stream
             self.container.mux(packet)
         self.bytes += size
-        from_s = self.frames / self.fps
         self.frames += length
-        return self.ref, from_s, self.frames / self.fps
+        # The float arithmetic of the writer (from = previous to, to = from + length / fps), so that merged
+        # episode rows equal those of the same episodes written in one go.
+        from_s = self.end_s
+        self.end_s = from_s + length / self.fps
+        return self.ref, from_s, self.end_s
 
 
 class _DataOut:
@@ -427,7 +436,7 @@ def write_episodes(
             raise DatasetError(f"{root}: an episode is selected twice ({episodes})")
         parts.append(_Selection(meta, episodes, str(root)))
     metas = [p.meta for p in parts]
-    check_compatible(metas, robot_type=robot_type)
+    check_compatible(metas, same_robot_type=robot_type is None)
     if video_codec is not None:
         video_encoding(video_codec)  # raises on an unknown name
     first = metas[0]
