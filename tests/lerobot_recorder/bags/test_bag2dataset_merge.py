@@ -1,0 +1,52 @@
+"""Merging datasets converted by bag2dataset: converting bags in two batches and merging the two datasets gives
+the dataset a single conversion of all the bags gives (rows, statistics, episode table, decoded frames)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from bag_helpers import convert
+
+from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_recorder.dataset import DatasetReader
+from lerobot_recorder.dataset.merge import merge_datasets
+from lerobot_recorder.dataset.validate import validate
+
+MakeBag = Callable[..., Path]
+
+
+def _rows(root: Path) -> dict[str, list[object]]:
+    rows: dict[str, list[object]] = {}
+    for path in sorted((root / "data").glob("*/*.parquet")):
+        for key, values in pq.read_table(path).to_pydict().items():
+            rows.setdefault(key, []).extend(values)
+    return rows
+
+
+def test_merged_batches_equal_one_conversion(make_bag: MakeBag, tmp_path: Path) -> None:
+    spec = SyntheticBagSpec(duration_s=0.5, height=48, width=64)
+    bags = [make_bag(f"bag{i}", duration_s=0.5, height=48, width=64, seed=i) for i in range(3)]
+    contract = contract_for(spec, camera_dtype="video")
+    convert(bags, contract, tmp_path / "all")
+    convert(bags[:2], contract, tmp_path / "first")
+    convert(bags[2:], contract, tmp_path / "second", task="place the cube")
+    convert(bags[2:], contract, tmp_path / "second-same-task")
+    report = merge_datasets([tmp_path / "first", tmp_path / "second-same-task"], tmp_path / "merged")
+    merged, whole = tmp_path / "merged", tmp_path / "all"
+    assert validate(merged) == []
+    assert report.reencoded == [] and set(report.copied.values()) == {3}
+    assert _rows(merged) == _rows(whole)
+    assert (merged / "meta/stats.json").read_text() == (whole / "meta/stats.json").read_text()
+    assert pq.read_table(merged / "meta/episodes").to_pylist() == pq.read_table(whole / "meta/episodes").to_pylist()
+    with DatasetReader(merged) as ours, DatasetReader(whole) as reference:
+        for i in range(len(reference)):
+            for key in ("observation.images.front", "observation.images.wrist"):
+                np.testing.assert_array_equal(ours[i][key], reference[i][key], err_msg=f"{key} frame {i}")
+    merge_datasets([tmp_path / "first", tmp_path / "second"], tmp_path / "two-tasks")
+    with DatasetReader(tmp_path / "two-tasks") as reader:
+        assert reader.tasks == ["pick the cube", "place the cube"]
+        assert reader[len(reader) - 1]["task"] == "place the cube"
+    assert validate(tmp_path / "two-tasks") == []
