@@ -61,7 +61,13 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the dataset to this Hub repo")
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repo private")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--quiet",
+        "--no-progress",
+        dest="quiet",
+        action="store_true",
+        help="no progress (on a terminal a bar, elsewhere a line per 10 s; LEROBOT_ROS_NO_PROGRESS=1 also)",
+    )
 
 
 def _episode_line(entry: dict[str, Any]) -> str:
@@ -82,7 +88,6 @@ def _episode_line(entry: dict[str, Any]) -> str:
 
 
 def _run_bag2dataset(args: argparse.Namespace) -> int:
-    import sys
 
     from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
     from lerobot_recorder.bags.errors import BagError, DiskFullError
@@ -140,7 +145,7 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
             allow_duplicates=args.allow_duplicates,
             codec=args.codec,
             jobs=args.jobs,
-            progress=not args.quiet and sys.stderr.isatty(),
+            progress=not args.quiet,
             on_episode=lambda entry: print(_episode_line(entry), flush=True),
             on_resume=lambda already: print(
                 f"bag2dataset: skipping {len(already)} already converted episode(s) of "

@@ -609,9 +609,9 @@ def convert_bags(
         on_resume(plan.already)  # before converting: what an earlier run converted, and is skipped
     bar = None
     if progress:
-        from tqdm import tqdm
+        from lerobot_ros.progress import progress_bar
 
-        bar = tqdm(unit="frame", desc="bag2dataset", file=progress_stream or sys.stderr, dynamic_ncols=True)
+        bar = progress_bar("bag2dataset", "frame", stream=progress_stream or sys.stderr)
     events: Generator[Event | _Staged | _Progress, None, None] = (
         _serial_events(plan.bags, options, plan.skips)
         if jobs <= 1 or len(plan.bags) <= 1
