@@ -220,3 +220,20 @@ def test_split_by_fractions_and_by_lists(tmp_path: Path) -> None:
         "split", str(src), "--output-dir", str(tmp_path / "x"), "--episodes", "a=0,1", "--episodes", "b=1"
     )
     assert status == 2 and "more than one split" in out
+
+
+def test_merge_command_runs_as_a_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    a, b = _two_sources(tmp_path)
+    command = [sys.executable, "-m", "lerobot_ros.cli", "dataset", "merge", str(a), str(b), "--output"]
+    result = subprocess.run([*command, str(tmp_path / "m")], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "4 episodes, 22 frames, 3 tasks" in result.stdout and "4 copied" in result.stdout
+    result = subprocess.run([*command, str(tmp_path / "m")], capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"lerobot-ros dataset: error: {tmp_path / 'm'} already exists; choose a new --output folder "
+        "(merge never overwrites)"
+    )
