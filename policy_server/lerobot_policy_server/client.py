@@ -20,9 +20,17 @@ from lerobot_policy_server.service import MESSAGE_OPTIONS, one_line
 SCHEME = "grpc://"
 RECONNECT_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+
+
+def connect_options(timeout_s: float) -> list[tuple[str, int]]:
+    """RECONNECT_OPTIONS plus the shortest time a connection attempt is given: the call timeout.
+
+    gRPC core reads `grpc.min_reconnect_backoff_ms` as that minimum connect timeout (TCP + HTTP/2 handshakes);
+    at 100 ms every server more than ~50 ms of round trip away was unreachable (tests/multihost).
+    """
+    return [*RECONNECT_OPTIONS, ("grpc.min_reconnect_backoff_ms", max(1, round(timeout_s * 1000)))]
 
 
 class RemoteError(Exception):
@@ -55,7 +63,7 @@ class PolicyClient:
         self.url = url
         self.timeout_s = timeout_s
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self._channel = grpc.insecure_channel(target, options=[*MESSAGE_OPTIONS, *RECONNECT_OPTIONS])
+        self._channel = grpc.insecure_channel(target, options=[*MESSAGE_OPTIONS, *connect_options(timeout_s)])
         self._calls = {name: self._channel.unary_unary(f"/{protocol.SERVICE}/{name}") for name in protocol.METHODS}
 
     def close(self) -> None:
