@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_synthetic import camera_features, create, run_dataset_command, write_episodes
 
-from lerobot_recorder.dataset import DatasetExistsError, DatasetReader, FeatureSpec, SchemaMismatchError
+from lerobot_recorder.dataset import DatasetError, DatasetExistsError, DatasetReader, FeatureSpec, SchemaMismatchError
 from lerobot_recorder.dataset.merge import fraction_splits, merge_datasets, select_episodes, split_dataset
 from lerobot_recorder.dataset.meta import DatasetMeta, data_files
 from lerobot_recorder.dataset.validate import validate
@@ -181,6 +181,15 @@ def test_merge_refuses_an_existing_output(tmp_path: Path) -> None:
     with pytest.raises(DatasetExistsError, match="already exists"):
         merge_datasets([a, b], tmp_path / "merged")
     assert list((tmp_path / "merged").iterdir()) == []
+
+
+def test_merge_refuses_a_source_with_an_interrupted_commit(tmp_path: Path) -> None:
+    a, b = _two_sources(tmp_path)
+    journal = b / ".lerobot_ros_staging" / "commit-journal.json"
+    journal.write_text(json.dumps({"episode_index": 2, "renames": []}))
+    with pytest.raises(DatasetError, match=r"interrupted commit; finish it first with .*validate --repair"):
+        merge_datasets([a, b], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
 
 
 def test_filter_keeps_and_excludes_episodes(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 Pure Python (no rclpy); used by the recorder node, the bag converter and training.
 
     from lerobot_recorder.dataset import DatasetWriter, DatasetReader, FeatureSpec, DatasetError
+    from lerobot_recorder.dataset import merge_datasets, select_episodes, split_dataset  # collections
 """
 
 from lerobot_recorder.dataset.errors import (
@@ -17,6 +18,7 @@ from lerobot_recorder.dataset.errors import (
     SchemaMismatchError,
 )
 from lerobot_recorder.dataset.features import FeatureSpec
+from lerobot_recorder.dataset.merge import MergeReport, merge_datasets, select_episodes, split_dataset
 from lerobot_recorder.dataset.reader import DatasetReader
 from lerobot_recorder.dataset.writer import DatasetWriter, recover
 
@@ -32,6 +34,10 @@ __all__ = [
     "EpisodeStateError",
     "FeatureError",
     "FeatureSpec",
+    "MergeReport",
     "SchemaMismatchError",
+    "merge_datasets",
     "recover",
+    "select_episodes",
+    "split_dataset",
 ]

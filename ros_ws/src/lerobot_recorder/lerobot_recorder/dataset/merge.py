@@ -50,7 +50,15 @@ from lerobot_recorder.dataset.errors import (
     SchemaMismatchError,
 )
 from lerobot_recorder.dataset.features import BOOKKEEPING_DTYPES, FeatureSpec, arrow_type, hf_feature
-from lerobot_recorder.dataset.layout import EPISODES_PATH, INFO_PATH, STATS_PATH, TASKS_PATH, VIDEO_PATH, FileRef
+from lerobot_recorder.dataset.layout import (
+    EPISODES_PATH,
+    INFO_PATH,
+    STAGING_DIR,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    FileRef,
+)
 from lerobot_recorder.dataset.meta import DatasetMeta, write_tasks
 from lerobot_recorder.dataset.reader import DatasetReader
 from lerobot_recorder.dataset.video import (
@@ -427,6 +435,10 @@ def write_episodes(
         raise DatasetError("nothing to write: give at least one source dataset")
     parts: list[_Selection] = []
     for root, chosen in selections:
+        if (Path(root) / STAGING_DIR / "commit-journal.json").is_file():
+            raise DatasetError(
+                f"{root} has an interrupted commit; finish it first with `lerobot-ros dataset validate --repair {root}`"
+            )
         meta = DatasetMeta.load(Path(root))
         episodes = list(range(meta.total_episodes)) if chosen is None else [int(e) for e in chosen]
         bad = [e for e in episodes if not 0 <= e < meta.total_episodes]
