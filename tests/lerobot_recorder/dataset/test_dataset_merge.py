@@ -111,6 +111,39 @@ def test_merge_reencodes_a_source_with_another_codec(tmp_path: Path) -> None:
     assert_same_frames(merged, [(a, [0, 1]), (b, [0, 1])], video_atol=10.0)  # the re-encoded half: close
 
 
+def _as_one_continuous_stream(root: Path) -> None:
+    """Re-encode a dataset's mp4 as one h264 stream with a single keyframe (as a tool that does not encode per
+    episode would write it): later episodes then start between keyframes and cannot be cut out by stream copy."""
+    import av
+
+    with DatasetReader(root) as reader:
+        frames = np.concatenate([reader.episode_frames(e, FRONT) for e in range(reader.num_episodes)])
+    path = root / "videos" / FRONT / "chunk-000" / "file-000.mp4"
+    with av.open(str(path), mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=30, options={"g": "1000", "bf": "0"})
+        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    info = json.loads((root / "meta/info.json").read_text())
+    info["features"][FRONT]["info"]["video.codec"] = "h264"
+    (root / "meta/info.json").write_text(json.dumps(info))
+
+
+def test_episodes_that_cannot_be_cut_by_stream_copy_are_reencoded_and_named(tmp_path: Path) -> None:
+    a, _ = _two_sources(tmp_path)
+    _as_one_continuous_stream(a)
+    assert validate(a) == []
+    report = merge_datasets([a], tmp_path / "merged")
+    assert report.copied == {FRONT: 1}  # the first episode starts on the keyframe
+    assert report.reencoded == [f"{a} episode 1 {FRONT}: the episode's packets do not start on a keyframe"]
+    assert validate(tmp_path / "merged") == []
+    assert_same_frames(tmp_path / "merged", [(a, [0])], complete=False)
+    assert_same_frames(tmp_path / "merged", [(a, [0, 1])], video_atol=10.0)
+
+
 def test_merge_reencodes_everything_when_asked(tmp_path: Path) -> None:
     a, b = _two_sources(tmp_path)
     report = merge_datasets([a, b], tmp_path / "merged", video_codec="h264", reencode=True)
