@@ -1,6 +1,7 @@
 """`lerobot-ros bag2dataset` and `lerobot-ros dataset2bag`: rosbag2 bags <-> LeRobot v3 datasets.
 
 lerobot-ros bag2dataset BAG... --contract FILE --output ROOT [--task TEXT | --task-topic T]
+lerobot-ros bag2dataset BAG... --contract FILE --output ROOT --executor local|slurm --tasks T --workers W
 lerobot-ros dataset2bag ROOT --contract FILE --output BAG [--episodes 0 2 5]
 """
 
@@ -68,6 +69,9 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress (on a terminal a bar, elsewhere a line per 10 s; LEROBOT_ROS_NO_PROGRESS=1 also)",
     )
+    from lerobot_recorder.fleet_command import add_fleet_arguments
+
+    add_fleet_arguments(parser)
 
 
 def _episode_line(entry: dict[str, Any]) -> str:
@@ -134,6 +138,10 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.contract}: {err}") from None
     root: Path = args.output
     repo_id = args.repo_id or args.push_to_hub or f"local/{root.resolve().name}"
+    from lerobot_recorder.fleet_command import fleet_requested, run_fleet
+
+    if fleet_requested(args):
+        return run_fleet(args, options, repo_id)
     print(f"bag2dataset: {len(args.bags)} bag(s) -> {root}  stamp={options.stamp} align={options.align}")
     try:
         result = convert_bags(
