@@ -38,7 +38,10 @@ def test_transitions_create_and_release_the_dataset(ros_domain: int, tmp_path: P
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
         with DatasetWriter.open(root) as writer:  # the recorder let go of the dataset
             assert writer.num_episodes == 0
-        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE  # exists now; resume is false
+        # a root without a committed episode is no dataset yet: configuring again takes it over (issue 18 #4);
+        # a root with a saved episode and resume false is refused (test_recorder_existing_root)
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     finally:
         node.release()
         node.destroy_node()
