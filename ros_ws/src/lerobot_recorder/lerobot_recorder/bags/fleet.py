@@ -22,7 +22,6 @@ pid converting it: how the local executor notices a worker killed mid-shard), `m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -441,11 +440,10 @@ def run_local(
     if on_status is not None and len(result.ran) < job.tasks:
         on_status(f"{job.tasks - len(result.ran)} of {job.tasks} task(s) completed before; running {len(result.ran)}")
     died: list[int] = []
-    with _quiet_datatrove():
-        try:
-            executor.run()
-        except WorkersDied as err:
-            died = err.ranks
+    try:
+        executor.run()
+    except WorkersDied as err:
+        died = err.ranks
     for rank in range(job.tasks):
         state = task_state(job, rank)
         if state == "completed":
@@ -466,21 +464,6 @@ def run_local(
         ]
     result.seconds = time.monotonic() - started
     return result
-
-
-@contextlib.contextmanager
-def _quiet_datatrove() -> Any:
-    """datatrove logs every task at INFO on stderr; the task logs stay in LOGGING_DIR/logs, the console shows
-    warnings and errors."""
-    from datatrove.utils.logging import logger
-
-    logger.remove()
-    sink = logger.add(sys.stderr, level="WARNING")
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            logger.remove(sink)
 
 
 @dataclass(frozen=True)
