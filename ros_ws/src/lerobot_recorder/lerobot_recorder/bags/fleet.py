@@ -149,7 +149,7 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-class ConvertShard(PipelineStep):
+class ConvertShard(PipelineStep):  # type: ignore[misc]
     """Task `rank`: convert shard `rank` of the job's bags into its shard dataset (resuming one a killed task left)."""
 
     name = "bag2dataset shard"
@@ -180,7 +180,7 @@ class ConvertShard(PipelineStep):
         _write_json(job.records / "shards" / f"{rank:05d}.json", report)
 
 
-class MergeShards(PipelineStep):
+class MergeShards(PipelineStep):  # type: ignore[misc]
     """The last step (one task): merge every shard dataset, in rank order, into the job's output."""
 
     name = "bag2dataset merge"
