@@ -20,6 +20,7 @@ with chunk CRC 0, e.g. by rosbags) is indistinguishable from real data and is co
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
 import sys
@@ -90,8 +91,14 @@ class BagSource:
         except PermissionError as err:
             raise BagError(f"bag {self.path} cannot be read: {err}") from None
         except Exception as err:
-            # As in `messages`: a damaged file fails in whichever parser step meets the damage.
-            raise BagError(f"bag {self.path} cannot be opened (truncated or corrupt?): {err}") from None
+            # As in `messages`: a damaged file fails in whichever parser step meets the damage. (One line: YAML
+            # errors from rosbags span several.)
+            reason = " ".join(str(err).split())
+            raise BagError(f"bag {self.path} cannot be opened (truncated or corrupt?): {reason}") from None
+        if problem := _metadata_problem(self._reader):
+            with contextlib.suppress(AttributeError, TypeError):  # rosbags' close trips on the same fields
+                self._reader.close()
+            raise BagError(f"bag {self.path}: metadata.yaml is malformed: {problem}; restore or regenerate it")
         storage = type(self._reader.storage).__name__
         kind = {"McapReader": "mcap", "Sqlite3Reader": "sqlite3"}.get(storage, "")
         storages = self._storages()
@@ -347,6 +354,20 @@ def _unbuildable(store: Typestore, msgtype: str) -> str | None:
     except (KeyError, TypesysError, ValueError, AssertionError) as err:
         return f"its definition refers to a type no definition gives ({str(err).strip()[:120]})"
     return None
+
+
+def _metadata_problem(reader: Reader) -> str:
+    """What rosbags accepted from metadata.yaml but the rest of the reader relies on (empty when sound)."""
+    for holder in (reader, getattr(reader, "storage", None)):
+        files: object = getattr(holder, "files", [])  # rosbags keeps metadata.yaml's `files` here, unchecked
+        if not isinstance(files, list):
+            return f"`files` is {type(files).__name__}, not a list"
+    for conn in reader.connections:
+        for name in ("topic", "msgtype"):
+            value = getattr(conn, name)
+            if not isinstance(value, str) or not value:
+                return f"a topic entry's {'name' if name == 'topic' else 'type'} is {value!r}, not a name"
+    return ""
 
 
 def _closure(typs: Typesdict, roots: set[str]) -> Typesdict:

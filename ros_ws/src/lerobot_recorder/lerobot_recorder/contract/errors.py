@@ -10,7 +10,8 @@ class ContractError(ValueError):
         self.source = source
         self.key = key
         self.problem = problem
-        super().__init__(f"contract {source}: {key}: {problem}")
+        # One line even when a key from the file holds a line break.
+        super().__init__(f"contract {source}: {key}: {problem}".replace("\n", "\\n"))
 
 
 class MessageMismatchError(ValueError):

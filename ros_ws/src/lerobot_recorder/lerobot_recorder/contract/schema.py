@@ -350,10 +350,15 @@ class Contract:
             text = path.read_text()
         except OSError as err:
             raise ContractError(str(path), "<file>", f"cannot read: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise ContractError(
+                str(path), "<file>", f"not UTF-8 text (byte {err.start}): a YAML file is expected"
+            ) from None
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ContractError(str(path), "<file>", f"not valid YAML: {err}") from None
+            # One line: PyYAML's message spans several (context, the quoted line, a caret).
+            raise ContractError(str(path), "<file>", f"not valid YAML: {' '.join(str(err).split())}") from None
         return cls.from_dict(data, source=str(path))
 
     @classmethod
