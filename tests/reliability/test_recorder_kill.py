@@ -14,8 +14,11 @@ Default run: 3 kill points; `make reliability`: 100.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lerobot_recorder" 
 from recorder_helpers import start_recorder, start_streams
 
 START_BUDGET_S = 60.0
+KILL_BUDGET_S = 60.0
 
 
 def episode_lengths(root: Path) -> list[int]:
@@ -69,10 +73,14 @@ def campaign(processes, tmp_path: Path, points: int, reference_every: int) -> Co
             outcome, detail = "hang", f"no 'recording' within {START_BUDGET_S} s:\n{recorder.output()[-2000:]}"
         else:
             time.sleep(0.25 * (5 * k % 12))
-        recorder.send_signal(signal.SIGKILL)
-        recorder.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(recorder.pid, signal.SIGKILL)  # the whole group: an encoder child dies with it
+        try:
+            recorder.wait(KILL_BUDGET_S)
+        except subprocess.TimeoutExpired:
+            outcome, detail = "hang", f"still running {KILL_BUDGET_S} s after SIGKILL (uninterruptible I/O?)"
         clean_stale_shm()  # the killed recorder's 16 MB shared-memory segment
-        if "Traceback" in recorder.output():
+        if outcome != "hang" and "Traceback" in recorder.output():
             outcome, detail = "crash", recorder.output()[-3000:]
         if outcome == "ok" and root.exists():
             problems = validate(root)
