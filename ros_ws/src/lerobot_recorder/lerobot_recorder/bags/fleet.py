@@ -236,6 +236,7 @@ def check_plan(job: FleetJob) -> None:
 def merge_shards(job: FleetJob) -> dict[str, Any]:
     """Merge the shard datasets in rank order into `job.output`, then record it (and drop the shards unless
     `keep_shards`). The merged dataset carries every shard's source records, renumbered."""
+    from lerobot_recorder.dataset.errors import DatasetError
     from lerobot_recorder.dataset.merge import merge_datasets
 
     marker = job.records / "merged.json"
@@ -249,7 +250,10 @@ def merge_shards(job: FleetJob) -> dict[str, Any]:
         raise BagError(f"shard dataset(s) {', '.join(missing)} are gone; remove {job.logging_dir} and start over")
     if not roots:
         raise BagError("no episode was written by any task (see the skipped/failed bags of each shard)")
-    report = merge_datasets(roots, job.output)
+    try:
+        report = merge_datasets(roots, job.output)
+    except DatasetError as err:
+        raise BagError(f"merging the shards of {job.logging_dir} into {job.output} failed: {err}") from None
     _merge_sources(roots, job.output)
     _write_json(
         job.output.parent / f"{job.output.name}.sync_report.json",
