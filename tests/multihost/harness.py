@@ -331,7 +331,7 @@ def start_stack(
         server.wait_for_output(rf"serving .* on \S+:{server_port}\b", timeout=180)
         address = f"grpc://{hosts.address['inference']}:{server_port}"
         on("robot", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={address}",
-                     "-p", "remote_timeout:=2.0", *policy_args], "policy")  # fmt: skip
+                     *policy_args], "policy")  # fmt: skip
     for name in ("driver", "executor", "policy"):
         started[name].wait_for_output("active", timeout=180)
     return Stack(hosts, started, pty, stats, probe_out, record_s)
