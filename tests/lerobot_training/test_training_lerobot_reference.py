@@ -9,8 +9,6 @@ skipped when either is absent.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,16 +18,16 @@ import pytest
 import torch
 from conftest import TINY, VECTOR_INPUTS
 
+from lerobot_ros import testing
+from lerobot_ros.testing import reference_extras, reference_python, run_in_reference_venv
 from lerobot_training.checkpoint import load_policy
 from lerobot_training.features import FeatureType
 from lerobot_training.policies.config import PolicyConfig
 from lerobot_training.trainer import TrainConfig, Trainer
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-REF_VENV = Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO / ".venv-lerobot-ref"))
-REF_PYTHON = REF_VENV / "bin" / "python"
-EXTRAS = Path(os.environ.get("LEROBOT_ROS_ACT_EXTRAS", REF_VENV / "act-extras"))
+REF_PYTHON = reference_python()
+EXTRAS = reference_extras()
 TOLERANCE = 1e-5
 
 pytestmark = [
@@ -54,35 +52,9 @@ TINY_LEROBOT_DIFFUSION = [
 ]  # fmt: skip
 
 
-def reference_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
-    env.update(
-        PYTHONPATH=str(EXTRAS), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", WANDB_MODE="disabled",
-        HF_HOME=str(tmp_path / "hf-home"), HF_LEROBOT_HOME=str(tmp_path / "hf-lerobot"), OMP_NUM_THREADS="1",
-    )  # fmt: skip
-    return env
-
-
-def run_reference(tmp_path: Path, args: list[str]) -> None:
-    result = subprocess.run(
-        [str(REF_PYTHON), *args], env=reference_env(tmp_path), capture_output=True, text=True, timeout=900, check=False
-    )
-    assert result.returncode == 0, f"{args[:3]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-
-
 def lerobot_train(tmp_path: Path, dataset: Path, policy_args: list[str]) -> Path:
-    """Train 2 steps with LeRobot's own lerobot-train; returns its last pretrained_model directory."""
-    out = tmp_path / "lerobot-run"
-    run_reference(
-        tmp_path,
-        [
-            "-m", "lerobot.scripts.lerobot_train", *policy_args, "--policy.device=cpu", "--policy.push_to_hub=false",
-            "--dataset.repo_id=local/tiny", f"--dataset.root={dataset}", f"--output_dir={out}", "--steps=2",
-            "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--eval_freq=0",
-            "--wandb.enable=false",
-        ],
-    )  # fmt: skip
-    return out / "checkpoints" / "last" / "pretrained_model"
+    """Train 2 steps with LeRobot's own lerobot-train on a `make_dataset` dataset."""
+    return testing.lerobot_train(tmp_path, dataset, "local/tiny", policy_args)
 
 
 def random_observation(config: PolicyConfig, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -100,7 +72,7 @@ def random_observation(config: PolicyConfig, seed: int = 0) -> dict[str, torch.T
 def lerobot_chunk(tmp_path: Path, checkpoint: Path, observation: dict[str, torch.Tensor], seed: int) -> np.ndarray:
     np.savez(tmp_path / "observation.npz", **{k: v.numpy() for k, v in observation.items()})
     args = [str(HERE / "lerobot_predict.py"), str(checkpoint), str(tmp_path / "observation.npz")]
-    run_reference(tmp_path, [*args, str(tmp_path / "ref.npz"), str(seed)])
+    run_in_reference_venv(tmp_path, [*args, str(tmp_path / "ref.npz"), str(seed)])
     chunk: np.ndarray = np.load(tmp_path / "ref.npz")["chunk"]
     return chunk
 

@@ -6,7 +6,6 @@ training needs the extra packages on PYTHONPATH (act-extras), as in tests/lerobo
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -18,12 +17,13 @@ import numpy as np
 import pytest
 
 from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_ros import testing
+from lerobot_ros.testing import reference_env, reference_extras, reference_python
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-REF_VENV = Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO / ".venv-lerobot-ref"))
-REF_PYTHON = REF_VENV / "bin" / "python"
-EXTRAS = Path(os.environ.get("LEROBOT_ROS_ACT_EXTRAS", REF_VENV / "act-extras"))
+REF_PYTHON = reference_python()
+EXTRAS = reference_extras()
 
 
 def _has_server() -> bool:
@@ -36,15 +36,6 @@ def _has_server() -> bool:
         check=False,
     )
     return probe.returncode == 0
-
-
-def reference_env(tmp_path: Path | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
-    env.update(PYTHONPATH=str(EXTRAS), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", WANDB_MODE="disabled",
-               OMP_NUM_THREADS="1")  # fmt: skip
-    if tmp_path is not None:
-        env.update(HF_HOME=str(tmp_path / "hf-home"), HF_LEROBOT_HOME=str(tmp_path / "hf-lerobot"))
-    return env
 
 
 needs_reference_server = pytest.mark.skipif(
@@ -109,19 +100,8 @@ def write_so101_dataset(root: Path, *, camera: tuple[int, int, int] | None = Non
 
 
 def lerobot_train(tmp_path: Path, dataset: Path, policy_args: list[str]) -> Path:
-    """Train 2 steps with LeRobot's own lerobot-train (CPU); returns its pretrained_model directory."""
-    out = tmp_path / "lerobot-run"
-    args = [
-        "-m", "lerobot.scripts.lerobot_train", *policy_args, "--policy.device=cpu", "--policy.push_to_hub=false",
-        "--dataset.repo_id=local/so101", f"--dataset.root={dataset}", f"--output_dir={out}", "--steps=2",
-        "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--eval_freq=0",
-        "--wandb.enable=false",
-    ]  # fmt: skip
-    result = subprocess.run(
-        [str(REF_PYTHON), *args], env=reference_env(tmp_path), capture_output=True, text=True, timeout=900, check=False
-    )
-    assert result.returncode == 0, f"lerobot-train failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return out / "checkpoints" / "last" / "pretrained_model"
+    """Train 2 steps with LeRobot's own lerobot-train (CPU) on a `write_so101_dataset` dataset."""
+    return testing.lerobot_train(tmp_path, dataset, "local/so101", policy_args)
 
 
 def free_port() -> int:

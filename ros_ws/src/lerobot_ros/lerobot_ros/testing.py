@@ -12,6 +12,10 @@ Load it with `pytest_plugins = ["lerobot_ros.testing"]`. Fixtures:
 
 Helpers `wait_for_topic`, `wait_for_messages`, `wait_for_service`, `call_service` and
 `wait_for_node` poll the graph with timeouts and fail with a message saying what was seen.
+
+LeRobot 0.4.4's reference venv (.venv-lerobot-ref, scripts/setup.sh --with-lerobot-reference):
+`reference_python`, `reference_extras` (the ACT training packages), `reference_env`,
+`run_in_reference_venv` and `lerobot_train`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from lerobot_ros.dds import clean_stale_shm, ros_environment
 if TYPE_CHECKING:
     from rclpy.node import Node
 
+REPO_ROOT = Path(__file__).resolve().parents[4]
 MAX_DOMAIN_ID = 232
 DOMAIN_LOCK_DIR = Path(tempfile.gettempdir()) / "lerobot_ros_domains"
 
@@ -77,6 +82,55 @@ def venv_script(name: str) -> str:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found; run scripts/setup.sh to install the project's scripts")
     return str(path)
+
+
+def reference_venv() -> Path:
+    """LeRobot 0.4.4's reference venv: $LEROBOT_ROS_REFERENCE_VENV, else .venv-lerobot-ref in the repository."""
+    return Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO_ROOT / ".venv-lerobot-ref"))
+
+
+def reference_python() -> Path:
+    return reference_venv() / "bin" / "python"
+
+
+def reference_extras() -> Path:
+    """LeRobot's training packages (requirements/lerobot-act-train.txt, installed `--no-deps --target`)."""
+    return Path(os.environ.get("LEROBOT_ROS_ACT_EXTRAS", reference_venv() / "act-extras"))
+
+
+def reference_env(workdir: Path | None) -> dict[str, str]:
+    """The environment of a reference-venv process: the training extras on PYTHONPATH, offline, one thread;
+    with `workdir`, the Hugging Face caches under it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
+    env.update(PYTHONPATH=str(reference_extras()), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               WANDB_MODE="disabled", OMP_NUM_THREADS="1")  # fmt: skip
+    if workdir is not None:
+        env.update(HF_HOME=str(workdir / "hf-home"), HF_LEROBOT_HOME=str(workdir / "hf-lerobot"))
+    return env
+
+
+def run_in_reference_venv(workdir: Path, args: Sequence[str], timeout: float = 900) -> None:
+    """`python ARGS` in the reference venv (`reference_env(workdir)`); fails the test with its output if it fails."""
+    result = subprocess.run(
+        [str(reference_python()), *args], env=reference_env(workdir), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{list(args[:3])} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+
+
+def lerobot_train(workdir: Path, dataset: Path, repo_id: str, policy_args: Sequence[str]) -> Path:
+    """Train 2 steps (CPU) with LeRobot's own lerobot-train; returns its last pretrained_model directory."""
+    out = workdir / "lerobot-run"
+    run_in_reference_venv(
+        workdir,
+        [
+            "-m", "lerobot.scripts.lerobot_train", *policy_args, "--policy.device=cpu", "--policy.push_to_hub=false",
+            f"--dataset.repo_id={repo_id}", f"--dataset.root={dataset}", f"--output_dir={out}", "--steps=2",
+            "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--eval_freq=0",
+            "--wandb.enable=false",
+        ],
+    )  # fmt: skip
+    return out / "checkpoints" / "last" / "pretrained_model"
 
 
 class ManagedProcess:
