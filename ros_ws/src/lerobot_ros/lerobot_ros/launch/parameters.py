@@ -15,7 +15,7 @@ Types: `str`, `int`, `float`, `bool`, `list_of_str`, `list_of_int`, `list_of_flo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -30,6 +30,17 @@ _TYPE_HINTS = {f"list[{t}]": f"list_of_{t}" for t in SCALAR_TYPES}
 
 class ParameterTypeError(ValueError):
     """A parameter value does not fit its type (launch_ros raises TypeError/ValueError there)."""
+
+
+def flatten_parameters(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested parameter mappings as ROS names them: `{"a": {"b": 1}}` -> `{"a.b": 1}`."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten_parameters(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def parse_type(name: Any) -> tuple[type | None, bool]:

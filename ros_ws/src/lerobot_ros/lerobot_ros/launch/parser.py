@@ -49,6 +49,7 @@ from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location, Su
 from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap, YamlSyntaxError, load_marked_yaml
 from lerobot_ros.launch.parameters import (
     ParameterTypeError,
+    flatten_parameters,
     global_parameter_rule,
     global_parameter_value,
     parameter_value,
@@ -413,16 +414,6 @@ def _validate_namespace(namespace: str, location: Location) -> str:
                 "not starting with a digit",
             )
     return namespace
-
-
-def _flatten(tree: ParameterTree, prefix: str = "") -> ParameterTree:
-    flat: ParameterTree = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def _is_params_file(content: Any) -> bool:
@@ -900,7 +891,9 @@ class _Planner:
             if "from" in entry:
                 sources.append(self.parameter_file(entry, entry_location, frame))
             else:
-                sources.append(InlineParameters(_flatten(self.parameter_tree([entry], entry_location, frame))))
+                sources.append(
+                    InlineParameters(flatten_parameters(self.parameter_tree([entry], entry_location, frame)))
+                )
         return tuple(sources)
 
     def parameter_tree(self, entries: Sequence[MarkedMap], location: Location, frame: _Frame) -> ParameterTree:

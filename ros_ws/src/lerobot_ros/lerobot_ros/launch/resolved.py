@@ -16,20 +16,11 @@ from typing import Any
 import yaml
 
 from lerobot_ros.launch.description import InlineParameters, LaunchPlan, ProcessDescription
+from lerobot_ros.launch.parameters import flatten_parameters
 
 _PLACEHOLDER_DIR = Path("/<generated>")
 DEFAULT_SIGTERM_TIMEOUT = 5.0
 DEFAULT_SIGKILL_TIMEOUT = 5.0
-
-
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def typed(value: Any) -> Any:
@@ -42,7 +33,8 @@ def typed(value: Any) -> Any:
 def generated_params(content: Mapping[str, Any]) -> dict[str, Any]:
     """A generated params file's content: node key -> flattened typed parameters."""
     return {
-        str(key): {k: typed(v) for k, v in _flatten(body["ros__parameters"]).items()} for key, body in content.items()
+        str(key): {k: typed(v) for k, v in flatten_parameters(body["ros__parameters"]).items()}
+        for key, body in content.items()
     }
 
 
