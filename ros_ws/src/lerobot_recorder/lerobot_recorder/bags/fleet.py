@@ -434,11 +434,11 @@ def run_local(
     """
     started = time.monotonic()
     result = FleetResult(tasks=job.tasks)
+    check_plan(job)
     if (job.records / "merged.json").is_file() and job.output.exists():
         result.already_merged = True
         result.merged = merge_shards(job)
         return result
-    check_plan(job)
     executor = local_executor(job, workers, step)
     result.ran = executor.get_incomplete_ranks(range(job.tasks))
     if on_status is not None and len(result.ran) < job.tasks:
