@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -67,3 +68,24 @@ def test_cli_prints_the_multihost_environment_and_refuses_unknown_names():
         .splitlines()[-1]
         .endswith("LEROBOT_ROS_DDS='tcp' is not a DDS profile; use one of multihost, shm")
     )
+
+
+def test_launch_applies_the_chosen_profile_to_its_processes(tmp_path):
+    launch_file = tmp_path / "env.launch.yaml"
+    launch_file.write_text(
+        "launch:\n- executable: {cmd: 'printenv FASTDDS_DEFAULT_PROFILES_FILE ROS_AUTOMATIC_DISCOVERY_RANGE', "
+        "output: screen}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (PROFILE_ENV, "LEROBOT_ROS_DDS")}
+    env.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)
+    argv = [venv_script("lerobot-ros"), "launch", "--dds-profile", "multihost", "--log-dir", str(tmp_path)]
+    out = subprocess.run(
+        [*argv, str(launch_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=120,
+    ).stdout
+    assert str(profile_path("multihost")) in out
+    assert "SUBNET" in out

@@ -68,6 +68,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds after SIGTERM before SIGKILL (default 5)",
     )
     parser.add_argument(
+        "--dds-profile",
+        choices=["shm", "multihost"],
+        default=None,
+        help="Fast DDS profile of the launched processes: shm (one host, default, or $LEROBOT_ROS_DDS) or "
+        "multihost (the stack split over hosts)",
+    )
+    parser.add_argument(
         "--log-dir",
         type=Path,
         metavar="DIR",
@@ -227,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     try:
-        env = dds.ros_environment(os.environ)
+        env = dds.ros_environment(os.environ, profile=args.dds_profile)
     except dds.DdsProfileError as err:
         raise CommandError(str(err)) from None
     dds.clean_stale_shm()
