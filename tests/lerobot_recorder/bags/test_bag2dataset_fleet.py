@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -253,3 +254,27 @@ def test_slurm_job_scripts(make_bag: MakeBag, tmp_path: Path, capsys: pytest.Cap
         pytest.skip("sbatch exists here: not submitting a real job from a test")
     assert cli_main(_args(bags, contract, fleet, *extra)) != 0
     assert "sbatch not found" in capsys.readouterr().err
+
+
+def test_a_bag_that_does_not_fit_the_contract_fails_only_its_task(
+    make_bag: MakeBag, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bag the single-process run would refuse up front refuses only its shard: the other task completes,
+    the command names the task and the reason; with the bag replaced, the same command runs that task and
+    merges."""
+    bags = _bags(make_bag, 4)
+    shutil.rmtree(bags[0])  # bag03, in the second shard
+    make_bag("bag03", seed=3, duration_s=0.6, height=48, width=64, noise=3.0, cameras=("front",))
+    contract = _contract(tmp_path)
+    fleet = tmp_path / "fleet"
+    args = _args(bags, contract, fleet, "--executor", "local", "--tasks", "2", "--workers", "2")
+    assert cli_main(args) == 1
+    out = capsys.readouterr().out
+    assert "task 1 FAILED (2 bag(s))" in out and "/cameras/wrist/image_raw" in out, out
+    assert "task 0 FAILED" not in out and not fleet.exists()
+    shutil.rmtree(bags[0])
+    make_bag("bag03", seed=3, duration_s=0.6, height=48, width=64, noise=3.0)
+    assert cli_main(args) == 0
+    assert "1 of 2 task(s) completed before; running 1" in capsys.readouterr().out
+    _single_process(bags, contract, tmp_path / "clean")
+    _same_episodes(tmp_path / "clean", fleet)
