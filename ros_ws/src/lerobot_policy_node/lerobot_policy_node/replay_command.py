@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from lerobot_ros.command import Command, CommandError
+from lerobot_ros.command import Command, CommandError, stop_on_signals
 
 NS = 1_000_000_000
 
@@ -141,9 +140,7 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
 
     apply_ros_environment()
     rclpy.init()
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop = stop_on_signals()
     sim_time = Parameter("use_sim_time", value=bool(args.use_sim_time))
     node = rclpy.create_node("replay", namespace=namespace, parameter_overrides=[sim_time])
     executor_node = None

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
-from lerobot_ros.command import CommandError
+from lerobot_ros.command import CommandError, stop_on_signals
 
 
 def add_play(verbs: Any) -> None:
@@ -80,22 +79,15 @@ def run_play(args: argparse.Namespace) -> int:
 
     apply_ros_environment()
     rclpy.init()
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = stop_on_signals()
     try:
         player = BagPlayer(playback)
         if args.wait_for_subscribers:
             print("waiting for a subscriber on every played topic (Ctrl-C to stop)", flush=True)
-            player.wait_for_subscribers(lambda: stop)
+            player.wait_for_subscribers(stop.is_set)
         print(f"playing {args.bag} at {options.rate}x ({len(playback.topics)} topics, Ctrl-C to stop)", flush=True)
         try:
-            player.play(lambda: stop)
+            player.play(stop.is_set)
         except BagError as err:
             raise CommandError(str(err), exit_code=1) from None
         unacknowledged = player.finish()
@@ -103,7 +95,7 @@ def run_play(args: argparse.Namespace) -> int:
             "published": dict(sorted(player.published.items())),
             "skipped": playback.skipped,
             "unacknowledged": unacknowledged,
-            "stopped": stop,
+            "stopped": stop.is_set(),
         }
         player.destroy_node()
     finally:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import time
 from pathlib import Path
 
 from lerobot_recorder.play_command import add_play, run_play
-from lerobot_ros.command import Command, CommandError
+from lerobot_ros.command import Command, CommandError, stop_on_signals
 
 
 def _add_bag(parser: argparse.ArgumentParser) -> None:
@@ -50,14 +49,7 @@ def _run_record(args: argparse.Namespace) -> int:
         raise CommandError(str(err)) from None
     apply_ros_environment()
     rclpy.init()
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    stop = stop_on_signals()
     try:
         try:
             node = BagRecorder(
@@ -71,7 +63,7 @@ def _run_record(args: argparse.Namespace) -> int:
             raise CommandError(str(err)) from None
         print(f"recording into {args.output} (Ctrl-C to stop)", flush=True)
         start = time.monotonic()
-        while not stop and rclpy.ok() and node.error is None:
+        while not stop.is_set() and rclpy.ok() and node.error is None:
             rclpy.spin_once(node, timeout_sec=0.1)
             if args.duration and time.monotonic() - start >= args.duration:
                 break

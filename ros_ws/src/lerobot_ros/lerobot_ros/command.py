@@ -8,6 +8,8 @@ level so that `lerobot-ros --help` stays fast; heavy imports go inside `run`.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,3 +31,12 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     description: str = ""
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (installed here, replacing rclpy's handlers): a command's loop polls it
+    and stops cleanly instead of dying in the middle of a write or a move."""
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
