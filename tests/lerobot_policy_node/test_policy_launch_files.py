@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,15 +61,17 @@ def test_sim_policy_launch_includes_the_bridge(processes):
     assert "config/robots/so101_sim.yaml" in output  # the executor's joints and limits
 
 
-@pytest.mark.ros
-def test_policy_launch_drives_the_fake_arm(processes, ros_node, tmp_path):
+def launch_fake_follower(processes: Any, tmp_path: Path) -> Path:
+    """Launch the fake-hardware SO-101 follower (so101_follower.launch.yaml) with a default calibration.
+
+    Returns the robot configuration that names that calibration: the executor's joints and limits come from
+    the arm driver's section of it.
+    """
     import yaml
-    from trajectory_msgs.msg import JointTrajectory
 
     from lerobot_drivers.arms import get_arm
     from lerobot_drivers.arms.arm import default_fake_calibration
     from lerobot_drivers.motors.calibration import save_calibration
-    from lerobot_ros.testing import wait_for_messages
 
     calibration = tmp_path / "follower.json"
     save_calibration(calibration, default_fake_calibration(get_arm("so101_follower")))
@@ -80,6 +83,16 @@ def test_policy_launch_drives_the_fake_arm(processes, ros_node, tmp_path):
          "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}", f"calibration:={calibration}"],
         name="arm",
     )  # fmt: skip
+    return robot_config
+
+
+@pytest.mark.ros
+def test_policy_launch_drives_the_fake_arm(processes, ros_node, tmp_path):
+    from trajectory_msgs.msg import JointTrajectory
+
+    from lerobot_ros.testing import wait_for_messages
+
+    robot_config = launch_fake_follower(processes, tmp_path)
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "policy_logs"), "lerobot_policy_node",
          "policy.launch.yaml", "checkpoint:=scripted:delay=0.05", f"contract:={REPO / 'config/contracts/so101.yaml'}",

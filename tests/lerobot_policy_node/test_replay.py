@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from test_policy_launch_files import launch_fake_follower
 
 from lerobot_policy_node.core.errors import PolicyConfigError
 from lerobot_policy_node.core.replay import NS, replay_plan
@@ -134,21 +135,7 @@ def check_tracking(ros_node: Any, processes: Any, dataset: Path, *extra: str) ->
 
 @pytest.mark.ros
 def test_replay_on_the_fake_hardware_arm(processes: Any, ros_node: Any, tmp_path: Path) -> None:
-    from lerobot_drivers.arms import get_arm
-    from lerobot_drivers.arms.arm import default_fake_calibration
-    from lerobot_drivers.motors.calibration import save_calibration
-
-    # The executor's limits come from the arm driver's section of the robot config (its calibration).
-    calibration = tmp_path / "follower.json"
-    save_calibration(calibration, default_fake_calibration(get_arm("so101_follower")))
-    robot_config = tmp_path / "robot.yaml"
-    robot_config.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
-        "robot_type": "so101_follower", "calibration_file": str(calibration)}}}))  # fmt: skip
-    processes.start(
-        [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "arm_logs"), "lerobot_drivers",
-         "so101_follower.launch.yaml", "fake_hardware:=true", f"fake_dir:={tmp_path}", f"calibration:={calibration}"],
-        name="arm",
-    )  # fmt: skip
+    robot_config = launch_fake_follower(processes, tmp_path)
     center = measured_center(ros_node)
     dataset = write_episode(tmp_path / "dataset", REPO / "config/contracts/so101.yaml", center)
     result = check_tracking(ros_node, processes, dataset, "--robot-config", str(robot_config))

@@ -33,6 +33,19 @@ def make_executor(context, **params):
     return ExecutorNode(context=context, parameter_overrides=overrides)
 
 
+def scripted_policy_overrides(tmp_path):
+    """A policy node's parameters: the scripted policy (horizon 4) on a contract with a state and an action."""
+    contract = tmp_path / "c.yaml"
+    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
+    features = {"action": {**feature, "topic": "/r/cmd"}, "observation.state": {**feature, "topic": "/r/js"}}
+    contract.write_text(yaml.safe_dump({"robot_type": "x", "fps": 30, "features": features}))
+    return [
+        Parameter("autostart", value=False),
+        Parameter("checkpoint", value="scripted:horizon=4"),
+        Parameter("contract", value=str(contract)),
+    ]
+
+
 def test_executor_configure_checks_choices_and_limits(context):
     bad = make_executor(context, output="joint_velocities")
     assert bad.trigger_configure() == TransitionCallbackReturn.FAILURE
@@ -125,16 +138,7 @@ def test_policy_node_configure_fails_with_the_reason(context, tmp_path):
 def test_policy_node_runtime_threshold_and_transitions(context, tmp_path):
     from lerobot_policy_node.nodes.policy_node import PolicyNode
 
-    contract = tmp_path / "c.yaml"
-    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
-    features = {"action": {**feature, "topic": "/r/cmd"}, "observation.state": {**feature, "topic": "/r/js"}}
-    contract.write_text(yaml.safe_dump({"robot_type": "x", "fps": 30, "features": features}))
-    overrides = [
-        Parameter("autostart", value=False),
-        Parameter("checkpoint", value="scripted:horizon=4"),
-        Parameter("contract", value=str(contract)),
-    ]
-    node = PolicyNode(context=context, parameter_overrides=overrides)
+    node = PolicyNode(context=context, parameter_overrides=scripted_policy_overrides(tmp_path))
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     assert node.set_parameters([Parameter("threshold", value=0.8)])[0].successful
     assert node._scheduler.config.threshold == 0.8
@@ -216,16 +220,7 @@ def test_policy_node_dispatcher_failure_is_an_error_state(context, tmp_path):
 
     from lerobot_policy_node.nodes.policy_node import PolicyNode
 
-    contract = tmp_path / "c.yaml"
-    feature = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": JOINTS}
-    features = {"action": {**feature, "topic": "/r/cmd"}, "observation.state": {**feature, "topic": "/r/js"}}
-    contract.write_text(yaml.safe_dump({"robot_type": "x", "fps": 30, "features": features}))
-    overrides = [
-        Parameter("autostart", value=False),
-        Parameter("checkpoint", value="scripted:horizon=4"),
-        Parameter("contract", value=str(contract)),
-    ]
-    node = PolicyNode(context=context, parameter_overrides=overrides)
+    node = PolicyNode(context=context, parameter_overrides=scripted_policy_overrides(tmp_path))
     statuses: list = []
     node._status_pub.publish = statuses.append  # what ~/status carries
     executor = SingleThreadedExecutor(context=context)
