@@ -299,6 +299,24 @@ def _mutant_bag(path: Path, mutate: dict[int, Callable[[bytearray], bytes]]) -> 
     return path
 
 
+def _joint_states_contract() -> Any:
+    """A contract of the mutant bags' two joints only (/follower/joint_states, identity units, 10 fps)."""
+    return type(contract_for(SPEC)).from_dict(
+        {
+            "robot_type": "two_joints",
+            "fps": 10,
+            "features": {
+                "observation.state": {
+                    "topic": "/follower/joint_states",
+                    "type": "sensor_msgs/msg/JointState",
+                    "joints": ["a", "b"],
+                    "units": "identity",
+                }
+            },
+        }
+    )
+
+
 def _set(offset: int, value: bytes) -> Callable[[bytearray], bytes]:
     def apply(raw: bytearray) -> bytes:
         raw[offset : offset + len(value)] = value
@@ -325,20 +343,7 @@ def test_damaged_messages_are_refused_and_counted(tmp_path: Path) -> None:
         90: _set(60, struct.pack("<d", float("inf"))),  # an infinite position
     }
     bag = _mutant_bag(tmp_path / "bag", mutate)
-    contract = type(contract_for(SPEC)).from_dict(
-        {
-            "robot_type": "two_joints",
-            "fps": 10,
-            "features": {
-                "observation.state": {
-                    "topic": "/follower/joint_states",
-                    "type": "sensor_msgs/msg/JointState",
-                    "joints": ["a", "b"],
-                    "units": "identity",
-                }
-            },
-        }
-    )
+    contract = _joint_states_contract()
     result = convert([bag], contract, tmp_path / "ds")
     assert not result.failed, result.failed
     refused = result.bags[0]["refused_messages"]["/follower/joint_states"]
@@ -435,20 +440,7 @@ def test_cli_killed_mid_conversion_leaves_no_worker(make_bag: MakeBag, tmp_path:
 
 def test_report_file_names_refusals_in_json(tmp_path: Path) -> None:
     bag = _mutant_bag(tmp_path / "bag", {5: _set(8, (2_000_000_000).to_bytes(4, "little"))})
-    contract = type(contract_for(SPEC)).from_dict(
-        {
-            "robot_type": "two_joints",
-            "fps": 10,
-            "features": {
-                "observation.state": {
-                    "topic": "/follower/joint_states",
-                    "type": "sensor_msgs/msg/JointState",
-                    "joints": ["a", "b"],
-                    "units": "identity",
-                }
-            },
-        }
-    )
+    contract = _joint_states_contract()
     convert([bag], contract, tmp_path / "ds")
     report = json.loads((tmp_path / "ds.sync_report.json").read_text())
     assert report["runs"][0]["bags"][0]["refused_messages"] == {
