@@ -23,6 +23,7 @@ class Keyboard:
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.master, slave = pty.openpty()
+        self.path = log
         self.log = log.open("w")
         self.proc = subprocess.Popen(
             [venv_script("record_keyboard")],
@@ -33,6 +34,14 @@ class Keyboard:
             start_new_session=True,
         )
         os.close(slave)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the node logs its key help (it is about to read keys)."""
+        deadline = time.monotonic() + timeout
+        while "keys:" not in self.path.read_text():
+            assert self.proc.poll() is None, self.path.read_text()
+            assert time.monotonic() < deadline, f"record_keyboard did not start: {self.path.read_text()}"
+            time.sleep(0.1)
 
     def press(self, keys: bytes) -> None:
         os.write(self.master, keys)
@@ -90,7 +99,7 @@ def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ro
     wait_for_service(ros_node, Trigger, "/recorder/rerecord_episode")
     keyboard = Keyboard(ros_env, tmp_path / "keyboard.log")
     try:
-        time.sleep(2.0)  # the keyboard node discovers the services
+        keyboard.wait_ready()  # keys pressed earlier are kept too (keys.cbreak does not flush)
         watcher.mark()
         keyboard.press(b"\x1b[D")  # left arrow: re-record
         watcher.wait_state("resetting", episode_index=2)

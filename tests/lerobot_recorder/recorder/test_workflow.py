@@ -88,3 +88,22 @@ def test_key_decoder_arrows_letters_and_lone_escape() -> None:
     assert keys.flush() == [Control.STOP]
     assert keys.feed(b"\x1bOC\x1b[1;5Cx") == [Control.NEXT]  # SS3 arrow; Ctrl-arrow and other keys ignored
     assert keys.feed(b"\x1b\x1b[C") == [Control.STOP, Control.NEXT]
+
+
+def test_keys_typed_before_the_terminal_switch_are_kept() -> None:
+    """A key pressed while the keyboard node still starts up (CI under load: the test's left arrow was lost)."""
+    import os
+    import pty
+    import select
+
+    from lerobot_recorder.recorder.keys import cbreak
+
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"\x1b[D")
+        with cbreak(slave):
+            ready, _, _ = select.select([slave], [], [], 5.0)
+            assert ready and os.read(slave, 64) == b"\x1b[D"
+    finally:
+        os.close(master)
+        os.close(slave)

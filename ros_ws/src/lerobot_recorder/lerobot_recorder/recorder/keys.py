@@ -82,10 +82,13 @@ class KeyDecoder:
 
 @contextlib.contextmanager
 def cbreak(fd: int) -> Iterator[None]:
-    """Keys arrive one by one without echo; the terminal is restored afterwards."""
+    """Keys arrive one by one without echo; the terminal is restored afterwards.
+
+    Keys typed before (while the node starts) are kept: the switch does not flush pending input.
+    """
     saved = termios.tcgetattr(fd)
     try:
-        tty.setcbreak(fd)
+        tty.setcbreak(fd, termios.TCSANOW)
         attrs = termios.tcgetattr(fd)
         attrs[3] &= ~termios.ECHO
         termios.tcsetattr(fd, termios.TCSANOW, attrs)
