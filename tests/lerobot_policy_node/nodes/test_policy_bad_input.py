@@ -8,6 +8,7 @@ import time
 
 import pytest
 import yaml
+from policy_outputs import PolicyOutputProbe
 
 from lerobot_ros.testing import venv_script
 
@@ -29,35 +30,17 @@ def write_contract(path, *, with_state: bool = True) -> str:
     return str(path)
 
 
-class PolicyProbe:
+class PolicyProbe(PolicyOutputProbe):
     """Publishes joint_states (optionally stamped in the future), keeps chunks and the latched status."""
 
     def __init__(self, node, stamp_offset_s: float = 0.0) -> None:
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        from lerobot_msgs.msg import ActionChunk, PolicyStatus
-
-        self.node = node
-        self.lock = threading.Lock()
-        self.chunks: list = []
-        self.statuses: list = []
+        super().__init__(node)
         self.offset_ns = int(stamp_offset_s * NS)
         self.publishing = False
-        latched = QoSProfile(
-            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
-        )
-        node.create_subscription(ActionChunk, "/policy/action_chunk", self._keep(self.chunks), 50)
-        node.create_subscription(PolicyStatus, "/policy/status", self._keep(self.statuses), latched)
         self.states = node.create_publisher(JointState, "/follower/joint_states", 10)
         node.create_timer(0.02, self._publish)
-
-    def _keep(self, into: list):
-        def on_message(msg) -> None:
-            with self.lock:
-                into.append(msg)
-
-        return on_message
 
     def _publish(self) -> None:
         from rclpy.time import Time
@@ -69,18 +52,6 @@ class PolicyProbe:
         msg.header.stamp = Time(nanoseconds=self.node.get_clock().now().nanoseconds + self.offset_ns).to_msg()
         msg.name, msg.position = JOINTS, [0.1] * 6
         self.states.publish(msg)
-
-    def status(self, predicate, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for status in reversed(self.statuses):
-                    if predicate(status):
-                        return status
-            time.sleep(0.05)
-        with self.lock:
-            last = self.statuses[-1] if self.statuses else None
-        raise AssertionError(f"no matching PolicyStatus within {timeout} s; last: {last}")
 
 
 def start_policy(processes, contract: str, checkpoint: str = "scripted:delay=0.05,horizon=15", *extra: str):

@@ -109,37 +109,47 @@ class Probe:
             return np.array([list(m.position) for t, m in self.states if t >= since])
 
 
+def start_fake_arm(processes, tmp_path, ptys: list, *, output: str = "joint_commands"):
+    """Fake SO-101 servos on a pty + arm driver + action executor in /follower, not yet waited for.
+
+    The pty is appended to `ptys` as soon as it runs, for the caller to stop after the processes.
+    Returns (driver, executor).
+    """
+    spec = get_arm("so101_follower")
+    calibration = default_fake_calibration(spec)
+    pty = PtyServoBus(fake_arm_bus(spec, calibration))
+    pty.start()
+    ptys.append(pty)
+    cal_file = tmp_path / "so101.json"
+    save_calibration(cal_file, calibration)
+    # The executor's joints and limits come from the driver's section of the robot configuration.
+    robot = tmp_path / "robot.yaml"
+    robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
+        "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
+    ns = ["-r", "__ns:=/follower"]
+    driver = processes.start(
+        [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
+         "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5",
+         "-p", "bus_timeout:=0.1", "-p", "bus_retries:=4", "-p", "connect_timeout:=10.0"],
+        name="driver",
+    )  # fmt: skip
+    executor = processes.start(
+        [venv_script("action_executor"), "--ros-args", *ns, "-p", f"output:={output}",
+         "-p", f"robot_config:={robot}", "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25",
+         "-p", f"max_velocity:={MAX_VELOCITY}"],
+        name="executor",
+    )  # fmt: skip
+    return driver, executor
+
+
 @pytest.fixture
 def rig(tmp_path, processes):
     """Start fake arm + driver + executor + policy node; returns a function (delay_factor, **options) -> processes."""
-    ptys = []
+    ptys: list = []
 
     def start(delay_factor: float, *, workers: int = 1, output: str = "joint_commands", policy_extra: str = ""):
-        spec = get_arm("so101_follower")
-        calibration = default_fake_calibration(spec)
-        pty = PtyServoBus(fake_arm_bus(spec, calibration))
-        pty.start()
-        ptys.append(pty)
-        cal_file = tmp_path / "so101.json"
-        save_calibration(cal_file, calibration)
+        driver, executor = start_fake_arm(processes, tmp_path, ptys, output=output)
         contract = write_contract(tmp_path / "contract.yaml")
-        # The executor's joints and limits come from the driver's section of the robot configuration.
-        robot = tmp_path / "robot.yaml"
-        robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
-            "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
-        ns = ["-r", "__ns:=/follower"]
-        driver = processes.start(
-            [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
-             "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5",
-             "-p", "bus_timeout:=0.1", "-p", "bus_retries:=4", "-p", "connect_timeout:=10.0"],
-            name="driver",
-        )  # fmt: skip
-        executor = processes.start(
-            [venv_script("action_executor"), "--ros-args", *ns, "-p", f"output:={output}",
-             "-p", f"robot_config:={robot}", "-p", f"rate:={EXECUTOR_RATE}", "-p", "diagnostics_period:=0.25",
-             "-p", f"max_velocity:={MAX_VELOCITY}"],
-            name="executor",
-        )  # fmt: skip
         scripted = (
             f"scripted:delay={delay_factor * CHUNK_S},horizon={HORIZON},fps={FPS},amplitude={AMPLITUDE_DEG},"
             f"frequency={FREQUENCY}{policy_extra}"

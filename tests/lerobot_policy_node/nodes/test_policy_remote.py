@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from test_policy_on_fake_arm import Probe, write_contract
+from policy_outputs import PolicyOutputProbe
+from test_policy_on_fake_arm import Probe, start_fake_arm, write_contract
 
 from lerobot_ros.testing import venv_script
 
@@ -32,34 +31,17 @@ from reference import free_port  # noqa: E402
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 
 
-class ChunkProbe:
-    """Keeps ActionChunks and the policy node's latched status."""
+class ChunkProbe(PolicyOutputProbe):
+    """Keeps ActionChunks, the policy node's latched status and its /diagnostics entries; publishes the task."""
 
     def __init__(self, node) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
 
-        from lerobot_msgs.msg import ActionChunk, PolicyStatus
-
-        self.lock = threading.Lock()
-        self.chunks: list = []
-        self.statuses: list = []
+        super().__init__(node)
         self.diagnostics: list = []  # the policy node's /diagnostics entries
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
-        latched = QoSProfile(
-            depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE
-        )
-        node.create_subscription(ActionChunk, "/policy/action_chunk", self._keep(self.chunks), 50)
-        node.create_subscription(PolicyStatus, "/policy/status", self._keep(self.statuses), latched)
         self.task = node.create_publisher(String, "/policy/task", 10)
-
-    def _keep(self, into: list):
-        def on_message(msg) -> None:
-            with self.lock:
-                into.append(msg)
-
-        return on_message
 
     def _on_diagnostics(self, msg) -> None:
         with self.lock:
@@ -84,18 +66,6 @@ class ChunkProbe:
             assert time.monotonic() < deadline, "the policy node never subscribed to /policy/task"
             time.sleep(0.05)
         self.task.publish(String(data=text))
-
-    def status(self, predicate, timeout: float = 60.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for status in reversed(self.statuses):
-                    if predicate(status):
-                        return status
-            time.sleep(0.05)
-        with self.lock:
-            last = self.statuses[-1] if self.statuses else None
-        raise AssertionError(f"no matching PolicyStatus within {timeout} s; last: {last}")
 
     def chunk(self, predicate, timeout: float = 60.0):
         deadline = time.monotonic() + timeout
@@ -139,39 +109,14 @@ def start_policy(processes, contract: str, port: int, *extra: str):
 @pytest.fixture
 def fake_arm(tmp_path, processes):
     """Fake SO-101 servos on a pty + arm driver + action executor (joint_commands), in /follower."""
-    from lerobot_drivers.arms import get_arm
-    from lerobot_drivers.arms.arm import default_fake_calibration
-    from lerobot_drivers.fake.arms import fake_arm_bus
-    from lerobot_drivers.fake.bus import PtyServoBus
-    from lerobot_drivers.motors.calibration import save_calibration
-
-    spec = get_arm("so101_follower")
-    calibration = default_fake_calibration(spec)
-    pty = PtyServoBus(fake_arm_bus(spec, calibration))
-    pty.start()
-    cal_file = tmp_path / "so101.json"
-    save_calibration(cal_file, calibration)
-    # The executor's joints and limits come from the driver's section of the robot configuration.
-    robot = tmp_path / "robot.yaml"
-    robot.write_text(yaml.safe_dump({"/follower/arm_driver": {"ros__parameters": {
-        "robot_type": "so101_follower", "calibration_file": str(cal_file)}}}))  # fmt: skip
-    ns = ["-r", "__ns:=/follower"]
-    driver = processes.start(
-        [venv_script("arm_driver"), "--ros-args", *ns, "-p", f"port:={pty.port}",
-         "-p", f"calibration_file:={cal_file}", "-p", "loop_rate:=50.0", "-p", "command_timeout:=0.5",
-         "-p", "bus_timeout:=0.1", "-p", "bus_retries:=4", "-p", "connect_timeout:=10.0"],
-        name="driver",
-    )  # fmt: skip
-    executor = processes.start(
-        [venv_script("action_executor"), "--ros-args", *ns, "-p", "output:=joint_commands", "-p", "rate:=50.0",
-         "-p", f"robot_config:={robot}", "-p", "diagnostics_period:=0.25", "-p", "max_velocity:=1.5"],
-        name="executor",
-    )  # fmt: skip
+    ptys: list = []
+    driver, executor = start_fake_arm(processes, tmp_path, ptys)
     for process in (driver, executor):
         process.wait_for_output("active", timeout=60)
     yield
     processes.stop_all()
-    pty.stop()
+    for pty in ptys:
+        pty.stop()
 
 
 def test_remote_policy_drives_the_fake_arm_and_survives_a_server_crash(tmp_path, processes, ros_node, fake_arm):
