@@ -86,10 +86,7 @@ def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str,
     assert "already holds 2 episodes" in again and "is at step 20" in again and "already evaluated" in again
     longer = _demo(sim_env, "train", "--workdir", str(work), "--train-steps", "30").stdout
     assert "resuming" in longer and "from step 20 to 30" in longer
-    assert (
-        json.loads((work / "train/checkpoints/last/pretrained_model/lerobot_ros.json").read_text())["step"]
-        == 30
-    )
+    assert json.loads((work / "train/checkpoints/last/pretrained_model/lerobot_ros.json").read_text())["step"] == 30
     grown = _demo(sim_env, "record", "--workdir", str(work), "--episodes", "3").stdout
     assert f"(resuming after the 2 already there), seeds from {seeds[-1] + 1}" in grown
     assert DatasetReader(dataset).num_episodes == 3 and validate(dataset) == []
