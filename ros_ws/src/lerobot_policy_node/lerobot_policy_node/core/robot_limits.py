@@ -133,7 +133,8 @@ def _section(data: Mapping[Any, Any], node: str) -> Mapping[str, Any] | None:
 
 def _from_arm_driver(params: Mapping[str, Any], source: str) -> RobotLimits:
     from lerobot_drivers.arms import get_arm
-    from lerobot_drivers.motors.calibration import CalibrationError, load_calibration, range_radians
+    from lerobot_drivers.motors.calibration import load_calibration, range_radians
+    from lerobot_drivers.motors.errors import CalibrationError
 
     robot_type = params.get("robot_type")
     if not robot_type:
