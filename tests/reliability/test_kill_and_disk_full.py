@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-import kill_points
+import converter_kill_points as kill_points
 import pytest
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from fuzz_harness import Counts, Finding
-from kill_points import REF_PYTHON, reference_load
+from converter_kill_points import REF_PYTHON, reference_load
 
 from lerobot_recorder.dataset.reader import DatasetReader
 from lerobot_recorder.dataset.validate import validate
