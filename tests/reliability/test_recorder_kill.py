@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_harness import Counts, Finding
 from converter_kill_points import REF_PYTHON, reference_load
+from fuzz_harness import Counts, Finding
 
 from lerobot_recorder.dataset.reader import DatasetReader
 from lerobot_recorder.dataset.validate import validate
