@@ -122,7 +122,7 @@ class ExecutorProbe:
             if values is not None and values["level"] == "0" and condition(values):
                 return values
             time.sleep(0.2)
-        raise AssertionError(f"the executor never reported executing within {timeout} s; last: {self.executor_values()}")
+        raise AssertionError(f"the executor never reported executing in {timeout} s; last: {self.executor_values()}")
 
     def wait_commanded(self, value: float, timeout: float = 30.0) -> None:
         """Send valid chunks (value) until the executor commands exactly it."""
