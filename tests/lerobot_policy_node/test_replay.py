@@ -106,7 +106,8 @@ def check_tracking(ros_node: Any, processes: Any, dataset: Path, *extra: str) ->
     )
     assert replay.wait(120) == 0, replay.output()[-3000:]
     out = replay.output()
-    summary = json.loads(out[out.rindex("\n{") :])
+    # stdout and stderr interleave: a node's log line may follow the JSON summary
+    summary, _ = json.JSONDecoder().raw_decode(out[out.rindex("\n{") + 1 :])
 
     from lerobot_recorder.dataset import DatasetReader
 
