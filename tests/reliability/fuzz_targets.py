@@ -291,6 +291,16 @@ class _BagBase:
             raise DataLost(f"the conversion ended without a BagEvent (last event {type(last).__name__})")
         return frames, last.error, list(last.info.get("warnings", []))
 
+    def fresh_case(self, index: int) -> tuple[str, Path, Path]:
+        """(storage, its reference bag, a fresh copy of it to mutate): mcap for even inputs, sqlite3 for odd."""
+        storage = "mcap" if index % 2 == 0 else "sqlite3"
+        base = self.bags[storage]
+        case = self.work / "case"
+        if case.exists():
+            shutil.rmtree(case)
+        shutil.copytree(base, case)
+        return storage, base, case
+
     def judge(self, storage: str, path: Path) -> None:
         """Raise BagError for a refused bag, DataLost for one accepted wrongly."""
         from lerobot_recorder.bags.errors import BagError
@@ -318,12 +328,7 @@ class BagStorage(_BagBase):
 
     def run(self, seed: int, index: int) -> str:
         rng = rng_for(seed, index)
-        storage = "mcap" if index % 2 == 0 else "sqlite3"
-        base = self.bags[storage]
-        case = self.work / "case"
-        if case.exists():
-            shutil.rmtree(case)
-        shutil.copytree(base, case)
+        storage, base, case = self.fresh_case(index)
         data_file = next(p for p in case.iterdir() if p.suffix in (".mcap", ".db3"))
         if storage == "sqlite3" and rng.integers(2):
             described = mutate_db3(base / data_file.name, data_file, rng)
@@ -345,12 +350,7 @@ class BagMetadata(_BagBase):
 
     def run(self, seed: int, index: int) -> str:
         rng = rng_for(seed, index)
-        storage = "mcap" if index % 2 == 0 else "sqlite3"
-        base = self.bags[storage]
-        case = self.work / "case"
-        if case.exists():
-            shutil.rmtree(case)
-        shutil.copytree(base, case)
+        storage, _, case = self.fresh_case(index)
         meta = case / "metadata.yaml"
         text = meta.read_text()
         if rng.integers(4) == 0:
