@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lerobot_drivers.teleop.jog import JogAction, JogKeys, JointJog
-from lerobot_recorder.recorder.keys import Control
+from lerobot_ros.terminal_keys import Control
 from lerobot_ros.testing import venv_script
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lerobot_recorder.recorder import WorkflowError
-from lerobot_recorder.recorder.keys import Control, KeyDecoder
 from lerobot_recorder.recorder.workflow import EpisodeWorkflow, State, WorkflowConfig, validate_task
+from lerobot_ros.terminal_keys import Control, KeyDecoder
 
 
 def actions(commands: list) -> list[str]:
@@ -96,7 +96,7 @@ def test_keys_typed_before_the_terminal_switch_are_kept() -> None:
     import pty
     import select
 
-    from lerobot_recorder.recorder.keys import cbreak
+    from lerobot_ros.terminal_keys import cbreak
 
     master, slave = pty.openpty()
     try:

@@ -22,8 +22,8 @@ from std_srvs.srv import Trigger
 
 from lerobot_drivers.arms import get_arm
 from lerobot_drivers.teleop.jog import JOG_HELP, JogAction, JogKeys, JointJog
-from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, cbreak
 from lerobot_ros.node_main import StopRequest, run_node
+from lerobot_ros.terminal_keys import HELP, SERVICES, Control, cbreak
 
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 ESC_TIMEOUT_S = 0.05

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_recorder.recorder.keys import ESC, Control, KeyDecoder
+from lerobot_ros.terminal_keys import ESC, Control, KeyDecoder
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -20,8 +20,8 @@ from rclpy.executors import Executor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from lerobot_recorder.recorder.keys import HELP, SERVICES, Control, KeyDecoder, cbreak
 from lerobot_ros.node_main import StopRequest, run_node
+from lerobot_ros.terminal_keys import HELP, SERVICES, Control, KeyDecoder, cbreak
 
 ESC_TIMEOUT_S = 0.05
 
