@@ -121,6 +121,14 @@ class DatasetReader:
             return values[0]
         return values.reshape(spec.shape).copy()
 
+    def value(self, index: int, key: str) -> Any:
+        """One feature of frame `index` (as in `reader[index][key]`), decoding nothing else."""
+        index = self._check_index(index)
+        spec = self.meta.features.get(key)
+        if spec is None:
+            raise DatasetError(f"{key!r} is not a feature of {self.root}")
+        return self._value(key, spec, index, self._episode_of(index))
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self._item(index, skip=())
 
