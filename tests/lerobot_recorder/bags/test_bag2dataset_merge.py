@@ -41,10 +41,18 @@ def test_merged_batches_equal_one_conversion(make_bag: MakeBag, tmp_path: Path) 
     assert _rows(merged) == _rows(whole)
     assert (merged / "meta/stats.json").read_text() == (whole / "meta/stats.json").read_text()
     assert pq.read_table(merged / "meta/episodes").to_pylist() == pq.read_table(whole / "meta/episodes").to_pylist()
+    # The merge copies the encoded streams, so its frames are the inputs' frames bit for bit. Against the single
+    # conversion they agree within encoder reproducibility only: libx264 encoded the same frames once differently
+    # in a CI run (frame 40, 600 of 9216 values off by at most 2; not reproduced in 38 runs under load here).
     with DatasetReader(merged) as ours, DatasetReader(whole) as reference:
+        with DatasetReader(tmp_path / "first") as first, DatasetReader(tmp_path / "second-same-task") as second:
+            sources = [first[i] for i in range(len(first))] + [second[i] for i in range(len(second))]
+        assert len(ours) == len(reference) == len(sources)
         for i in range(len(reference)):
             for key in ("observation.images.front", "observation.images.wrist"):
-                np.testing.assert_array_equal(ours[i][key], reference[i][key], err_msg=f"{key} frame {i}")
+                np.testing.assert_array_equal(ours[i][key], sources[i][key], err_msg=f"{key} frame {i}")
+                difference = np.abs(ours[i][key].astype(int) - reference[i][key].astype(int)).max()
+                assert difference <= 3, f"{key} frame {i}: the merge differs from one conversion by {difference}"
     merge_datasets([tmp_path / "first", tmp_path / "second"], tmp_path / "two-tasks")
     with DatasetReader(tmp_path / "two-tasks") as reader:
         assert reader.tasks == ["pick the cube", "place the cube"]
