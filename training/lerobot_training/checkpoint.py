@@ -11,7 +11,9 @@ Layout written by `save_policy` (LeRobot 0.4.x's `pretrained_model/` plus two fi
   `make_pre_post_processors(config, pretrained_path=...)`, lerobot-record and lerobot-eval load.
 * `lerobot_ros.json`: what LeRobot has no field for: `config_version`, `fps`, `chunk_length`,
   `n_action_steps`, the normalisation mode of every feature, the element names of every feature (which
-  joint each number is), the contract file name and the training run's own metadata.
+  joint each number is), the contract file name, `relative_actions` when the policy predicts actions
+  relative to the observation's state (which joints, from which state elements; see relative_actions.py),
+  and the training run's own metadata.
 * `contract.yaml`: the robot contract the dataset was recorded with (when the dataset carried one).
 
 A LeRobot checkpoint is the same directory without our two files: it loads too (ACT and diffusion), and
@@ -41,6 +43,8 @@ from lerobot_training.normalize import EPS, buffer_name
 from lerobot_training.policies.base import Policy
 from lerobot_training.policies.config import LEROBOT_RUNTIME_FIELDS, PolicyConfig
 from lerobot_training.policies.registry import policy_class
+from lerobot_training.relative_actions import METADATA_KEY as RELATIVE_ACTIONS_KEY
+from lerobot_training.relative_actions import RelativeActions
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -187,6 +191,8 @@ def save_policy(
         "feature_names": {key: list(ft.names) for key, ft in features.items() if ft.names is not None},
         "contract": CONTRACT_NAME if contract is not None else None,
     }
+    if policy.relative_actions is not None:
+        meta[RELATIVE_ACTIONS_KEY] = policy.relative_actions.to_json()
     if extra:
         meta.update(extra)
     tensors = {
@@ -359,6 +365,15 @@ def _load_own(directory: Path, data: dict[str, Any], cls: type[Policy]) -> Loade
     where = directory / METADATA_NAME
     meta = _check_version(_read_json_object(where), where, METADATA_NAME)
     loaded = _load_lerobot(directory, data, cls, feature_names=meta.get("feature_names"), meta_path=where)
+    relative = meta.get(RELATIVE_ACTIONS_KEY)
+    if relative is not None:
+        loaded.policy.relative_actions = RelativeActions.from_json(relative, str(where))
+        action_dim = int(loaded.policy.config.action_feature.shape[0])
+        if loaded.policy.relative_actions.action_dim != action_dim:
+            raise CheckpointError(
+                f"{where}: {RELATIVE_ACTIONS_KEY!r} is for {loaded.policy.relative_actions.action_dim} action "
+                f"elements, the policy has {action_dim}"
+            )
     fps = meta.get("fps")
     contract = _read_contract(directory, meta, where)
     return LoadedPolicy(loaded.policy, directory, "lerobot_ros", float(fps) if fps else None, contract, dict(meta))

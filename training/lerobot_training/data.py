@@ -31,6 +31,7 @@ from lerobot_training.errors import FeatureMismatchError, NormalizationError
 from lerobot_training.features import ACTION, FeatureType, PolicyFeature, feature_type_of
 from lerobot_training.normalize import imagenet_stats, stats_to_tensors
 from lerobot_training.policies.config import PolicyConfig
+from lerobot_training.relative_actions import RelativeActions, window_offsets
 from lerobot_training.transforms import ImageTransforms
 
 
@@ -218,6 +219,34 @@ def training_stats(
     return tensors
 
 
+def relative_action_stats(
+    reader: Any, episodes: Sequence[int], relative: RelativeActions, offsets: Sequence[int]
+) -> dict[str, Tensor]:
+    """Statistics of the training targets with relative actions, recomputed from the dataset's frames.
+
+    Every (frame t, chunk offset k) pair inside an episode contributes `action[t + k] - state[t]` on the
+    relative joints (the action itself on the others), so the normaliser sees the values the policy learns;
+    stats.json holds absolute actions and cannot be used.
+    """
+    from lerobot_recorder.dataset import stats as stats_mod
+
+    if relative.state_key not in reader.features:
+        raise FeatureMismatchError(
+            f"relative actions need the dataset's {relative.state_key!r} feature (action - state at the frame); "
+            f"dataset {reader.root} has none"
+        )
+    per_episode = []
+    for index in episodes:
+        actions = reader.episode_frames(index, ACTION)
+        states = reader.episode_frames(index, relative.state_key)
+        values = window_offsets(relative, actions, states, offsets)
+        if len(values):
+            per_episode.append({ACTION: stats_mod.vector_stats(values)})
+    if not per_episode:
+        raise NormalizationError("relative actions: the training episodes hold no frames to compute statistics on")
+    return stats_to_tensors(stats_mod.aggregate(per_episode))[ACTION]
+
+
 class _EpisodeFrames:
     """Decoded frames of one camera per episode, least recently used evicted beyond `max_bytes`."""
 
@@ -259,8 +288,10 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         augmentation: ImageTransforms | None = None,
         cache_bytes: int = 512 * 2**20,
         cache_episodes: bool = True,
+        relative_actions: RelativeActions | None = None,
     ) -> None:
         self.root = dataset_roots(root)
+        self.relative_actions = relative_actions
         self.episodes = list(episodes)
         self.input_features = dict(config.input_features)
         self.observation_offsets = config.observation_delta_indices
@@ -272,6 +303,8 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         self.fps = reader.fps
         self.camera_keys = [k for k, ft in self.input_features.items() if ft.type is FeatureType.VISUAL]
         self.vector_keys = [k for k in [*self.input_features, ACTION] if k not in self.camera_keys]
+        if relative_actions is not None and relative_actions.state_key not in self.vector_keys:
+            self.vector_keys.append(relative_actions.state_key)
         self._vectors: dict[str, dict[int, npt.NDArray[np.float32]]] = {key: {} for key in self.vector_keys}
         positions: list[tuple[int, int, int]] = []
         for episode in self.episodes:
@@ -328,7 +361,7 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
         if not self.windowed_observation:
             obs_rows, obs_pad = [frame], np.zeros(1, dtype=bool)
         for key in self.vector_keys:
-            if key == ACTION:
+            if key == ACTION or key not in self.input_features:
                 continue
             values = torch.from_numpy(self._vectors[key][episode][obs_rows])
             item[key] = values if self.windowed_observation else values[0]
@@ -342,7 +375,11 @@ class PolicyDataset(Dataset[dict[str, Tensor]]):
             for key in self.input_features:
                 item[f"{key}_is_pad"] = torch.from_numpy(obs_pad)
         action_rows, action_pad = self._window(frame, length, self.action_offsets)
-        item[ACTION] = torch.from_numpy(self._vectors[ACTION][episode][action_rows])
+        actions = self._vectors[ACTION][episode][action_rows]
+        if self.relative_actions is not None:  # offsets from the state at this frame, for the whole window
+            state = self._vectors[self.relative_actions.state_key][episode][frame]
+            actions = self.relative_actions.to_relative(actions, state).astype(np.float32)
+        item[ACTION] = torch.from_numpy(actions)
         item[f"{ACTION}_is_pad"] = torch.from_numpy(action_pad)
         return item
 

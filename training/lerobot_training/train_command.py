@@ -64,6 +64,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help='camera transforms as LeRobot configures them, e.g. \'{"max_num_transforms": 2, "tfs": {"b": {"type": '
         '"ColorJitter", "kwargs": {"brightness": [0.7, 1.3]}}}}\' (training/README.md lists the types)',
     )
+    parser.add_argument(
+        "--relative-actions",
+        nargs="*",
+        metavar="JOINT",
+        help="targets are action - observation.state at the frame for these joints (names as in the action, "
+        "e.g. shoulder_pan or shoulder_pan.pos); no JOINT: every joint but the gripper, as LeRobot does",
+    )
     parser.add_argument("--pretrained-backbone", type=Path, help="local resnet18 weights (.safetensors or .pth)")
     parser.add_argument("--eval-every", type=int, help="steps between sim evaluations (0 = never, the default)")
     parser.add_argument("--eval-episodes", type=int, help="episodes per sim evaluation (default 5)")
@@ -112,6 +119,7 @@ _FLAG_FIELDS = {
     "eval_env": "eval_env",
     "eval_max_steps": "eval_max_steps",
     "eval_env_kwargs": "eval_env_kwargs",
+    "relative_actions": "relative_actions",
 }
 # Settings a resumed run may change; the rest would make it a different run.
 _RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "threads", "val_every", "save_every", "log_every",
@@ -157,6 +165,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
         if flag in ("features", "dataset"):
             for item in value:
                 argv += [option, str(item)]
+        elif flag == "relative_actions":
+            argv += [option, *map(str, value)]
         elif flag == "eval_env_kwargs":
             argv += [option, json.dumps(value)]
         else:

@@ -33,6 +33,7 @@ from lerobot_training.data import (
     dataset_features,
     dataset_roots,
     open_reader,
+    relative_action_stats,
     split_episodes,
     to_policy_batch,
     training_stats,
@@ -44,11 +45,12 @@ from lerobot_training.distributed import (
     init_process_group,
     rank_seed,
 )
-from lerobot_training.errors import CheckpointError, PolicyConfigError, TrainingError
+from lerobot_training.errors import CheckpointError, FeatureMismatchError, PolicyConfigError, TrainingError
 from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, accepts_argument, evaluate, find_env_factory
-from lerobot_training.features import FeatureType
+from lerobot_training.features import ACTION, FeatureType
 from lerobot_training.policies.base import Policy
 from lerobot_training.policies.registry import policy_class
+from lerobot_training.relative_actions import STATE_KEY, RelativeActions
 from lerobot_training.training_state import load_training_state, save_training_state
 from lerobot_training.transforms import ImageTransforms, ImageTransformsConfig
 
@@ -94,6 +96,8 @@ class TrainConfig:
     eval_max_steps: int = 300
     eval_env: str = DEFAULT_ENV_FACTORY
     eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Joints whose targets are action - state at the frame; [] = every action joint but the gripper; None = off.
+    relative_actions: list[str] | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -109,6 +113,10 @@ class TrainConfig:
         if self.warmup_steps < 0 or self.num_workers < 0 or self.eval_every < 0:
             raise PolicyConfigError("warmup_steps, num_workers and eval_every must be >= 0")
         self.transforms_config()  # validates image_transforms
+        if self.relative_actions is not None and not (
+            isinstance(self.relative_actions, list) and all(isinstance(j, str) for j in self.relative_actions)
+        ):
+            raise PolicyConfigError(f"relative_actions must be a list of joint names, got {self.relative_actions!r}")
         if self.image_stats not in ("dataset", "imagenet"):
             raise PolicyConfigError(f"image_stats must be 'dataset' or 'imagenet', got {self.image_stats!r}")
 
@@ -208,14 +216,18 @@ class Trainer:
         reader = open_reader(config.datasets)
         self.fps = reader.fps
         self.contract = self._dataset_contract(reader)
+        self.relative_actions = self._relative_actions(reader)
         self.train_episodes, self.val_episodes = split_episodes(reader.num_episodes, config.val_fraction, config.seed)
         if self._resume_dir is not None:
             loaded = load_policy(self._resume_dir / "pretrained_model", device=self.device)
             self.policy = loaded.policy
             if self.policy.name != config.policy:
                 raise CheckpointError(f"{self._resume_dir} holds a {self.policy.name} policy, not {config.policy}")
+            if self.policy.relative_actions != self.relative_actions:
+                raise CheckpointError(f"{self._resume_dir}: its relative actions differ from this run's settings")
         else:
             self.policy = self._build_policy(reader)
+        self.policy.relative_actions = self.relative_actions
         reader.close()
         self.policy.to(self.device).train()
         self.model = data_parallel(self.policy, self.dist, self.device)  # rank 0's weights and statistics win
@@ -226,10 +238,17 @@ class Trainer:
         transforms = ImageTransforms(config.transforms_config())
         augmentation = transforms if transforms.active else None
         self.train_set = PolicyDataset(
-            config.datasets, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache
-        )
+            config.datasets, self.train_episodes, self.policy.config, augmentation=augmentation, cache_bytes=cache,
+            relative_actions=self.relative_actions,
+        )  # fmt: skip
         self.val_set = (
-            PolicyDataset(config.datasets, self.val_episodes, self.policy.config, cache_bytes=cache)
+            PolicyDataset(
+                config.datasets,
+                self.val_episodes,
+                self.policy.config,
+                cache_bytes=cache,
+                relative_actions=self.relative_actions,
+            )
             if self.val_episodes
             else None
         )
@@ -265,6 +284,28 @@ class Trainer:
             raise TrainingError(f"{path} is not valid JSON: {err}") from None
         return data if isinstance(data, dict) else None
 
+    def _relative_actions(self, reader: Any) -> RelativeActions | None:
+        """The run's relative-action joints resolved against the dataset's names (None when off)."""
+        joints = self.config.relative_actions
+        if joints is None:
+            return None
+        features = reader.features
+        if STATE_KEY not in features:
+            raise FeatureMismatchError(
+                f"--relative-actions needs the dataset's {STATE_KEY!r} feature (targets are action - state at the "
+                f"frame); dataset {reader.root} has none"
+            )
+        inputs = self.config.input_features
+        if inputs is not None and STATE_KEY not in inputs:
+            raise PolicyConfigError(
+                f"--relative-actions needs {STATE_KEY!r} among the policy inputs (inference adds it back); "
+                f"add --feature {STATE_KEY}"
+            )
+        action, state = features.get(ACTION), features[STATE_KEY]
+        return RelativeActions.choose(
+            action.names if action is not None else None, state.names, joints, state_key=STATE_KEY
+        )
+
     def _build_policy(self, reader: Any) -> Policy:
         config = self.config
         cls = policy_class(config.policy, "--policy")
@@ -280,6 +321,10 @@ class Trainer:
         if not self.dist.is_main:  # rank 0 computes the statistics; DDP broadcasts them with the weights
             return cls(policy_config)
         stats = training_stats(reader, self.train_episodes, {**inputs, **outputs}, image_stats=config.image_stats)
+        if self.relative_actions is not None:
+            stats[ACTION] = relative_action_stats(
+                reader, self.train_episodes, self.relative_actions, policy_config.action_delta_indices
+            )
         policy = cls(policy_config, stats)
         backbone = getattr(policy_config, "pretrained_backbone_weights", None)
         if backbone:

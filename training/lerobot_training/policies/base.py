@@ -6,7 +6,9 @@ A policy is a plain `nn.Module` that owns its normalisation statistics:
   [0, 1], `action` (B, T, A) and `action_is_pad` (B, T)) and returns the loss and a dict of floats to log.
 * `predict_chunk(observation)` takes one observation (no batch axis; cameras as uint8 (H, W, 3) as they
   come off a ROS image, or float (3, H, W) in [0, 1]) and returns a (chunk_length, action_dim) tensor of
-  actions in dataset units; row 0 belongs to the observation's own time step.
+  actions in dataset units; row 0 belongs to the observation's own time step. A policy trained with
+  relative actions (`relative_actions` set) predicts offsets, and `predict_chunk` adds the state of this
+  observation back, so its result is absolute targets like any other policy's.
 * `select_action(observation)` runs a LeRobot-style rollout (queue of `n_action_steps`, history of
   `n_obs_steps`), used by the simulation evaluation.
 """
@@ -27,6 +29,7 @@ from lerobot_training.errors import FeatureMismatchError, PolicyConfigError
 from lerobot_training.features import FeatureType, PolicyFeature
 from lerobot_training.normalize import Normalizer
 from lerobot_training.policies.config import PolicyConfig
+from lerobot_training.relative_actions import RelativeActions
 
 Batch = dict[str, Tensor]
 
@@ -52,6 +55,8 @@ class Policy(nn.Module, abc.ABC):
             {**config.input_features, **config.output_features}, config.normalization_modes(), stats
         )
         self._action_queue: deque[Tensor] = deque()
+        # Set by the trainer and by load_policy (lerobot_ros.json), not a config field: config.json stays LeRobot's.
+        self.relative_actions: RelativeActions | None = None
         self._observation_history: deque[Batch] = deque(maxlen=config.n_obs_steps)
 
     @abc.abstractmethod
@@ -113,9 +118,27 @@ class Policy(nn.Module, abc.ABC):
         was_training = self.training
         self.eval()
         try:
-            return self.predict_chunk_batch(self.prepare_observation(observation))[0]
+            batch = self.prepare_observation(observation)
+            chunk = self.predict_chunk_batch(batch)[0]
+            return chunk if self.relative_actions is None else self.absolute_chunk(chunk, batch)
         finally:
             self.train(was_training)
+
+    def absolute_chunk(self, chunk: Tensor, batch: Batch) -> Tensor:
+        """A relative (chunk_length, action_dim) chunk plus the state of the observation `batch` (its newest frame)."""
+        relative = self.relative_actions
+        assert relative is not None
+        if relative.state_key not in batch:
+            raise FeatureMismatchError(
+                f"the policy predicts actions relative to {relative.state_key!r}, which the observation lacks"
+            )
+        state = batch[relative.state_key][0]
+        if state.ndim > 1:  # (n_obs_steps, S) history: the newest frame is the observation's own
+            state = state[-1]
+        absolute = chunk.clone()
+        offsets = state[list(relative.state_indices)].to(absolute.dtype)
+        absolute[:, list(relative.action_indices)] += offsets
+        return absolute
 
     def reset(self) -> None:
         """Forget queued actions and observation history (call at the start of every episode)."""
