@@ -107,6 +107,21 @@ def test_replace_jumps_by_the_disagreement():
     assert ex.stats.max_boundary_step > 2.0 * ex.stats.max_inner_step
 
 
+@pytest.mark.parametrize("blend", [BlendMode.RTC, BlendMode.CROSSFADE, BlendMode.ENSEMBLE])
+def test_rtc_takes_the_new_chunk_over_without_blending(blend):
+    """In rtc mode the policy already made the chunk continue the old one: from its arrival on, the plan is the new
+    chunk itself (the blending modes are the control: they do not follow it at once)."""
+    ex = executor(blend=blend, crossfade_s=0.2)
+    ex.submit(ramp_chunk(0, offset=0.0), 0)
+    new = ramp_chunk(100 * MS, offset=0.5, chunk_id=1)
+    now = 150 * MS
+    ex.submit(new, now)
+    ticks = [now + k * PERIOD // 3 for k in range(12)]
+    expected = [np.interp(t, new.stamp_ns + np.arange(30) * PERIOD, new.actions[:, 0]) for t in ticks]
+    followed = np.allclose([ex.target(t)[0] for t in ticks], expected, atol=1e-9)
+    assert followed is (blend is BlendMode.RTC)
+
+
 def test_first_chunk_blends_from_the_measured_pose():
     ex = executor(blend=BlendMode.CROSSFADE, crossfade_s=0.2)
     ex.reset([0.3, -0.3], 0)

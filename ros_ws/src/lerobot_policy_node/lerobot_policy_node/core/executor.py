@@ -20,7 +20,10 @@ When a chunk arrives at time ``now``:
   ``replace`` switches at once (a jump when the chunks disagree), ``crossfade`` starts from the old plan
   and fades linearly into the new one over `crossfade_s`, ``ensemble`` is ACT's temporal ensembling:
   each future time gets the weighted mean of every prediction made for it, the i-th prediction (0 =
-  oldest) weighing ``exp(-ensemble_coeff * i)``, starting from the old plan's value at ``now``.
+  oldest) weighing ``exp(-ensemble_coeff * i)``, starting from the old plan's value at ``now``; ``rtc``
+  (real-time chunking) switches at once like ``replace``: the policy node made the chunk continue the
+  previous one (its steps up to the inference delay are the previous chunk's, the overlap is inpainted), so
+  there is nothing left to blend.
 
 Past the end of the plan the executor is *starved*: it holds the last target (or decelerates to a stop
 over `deceleration_s`, `StarvationMode.DECELERATE`) and counts the event and its duration. Every target is
@@ -55,6 +58,7 @@ class BlendMode(str, Enum):
     REPLACE = "replace"
     CROSSFADE = "crossfade"
     ENSEMBLE = "ensemble"
+    RTC = "rtc"
 
 
 class StarvationMode(str, Enum):
@@ -278,7 +282,7 @@ class ChunkExecutor:
         new_times = np.concatenate(([now_ns], times[future])).astype(np.int64)
         new_values = np.concatenate((incoming.value_at(now_ns)[None, :], clipped[future]))
         old = self._previous(now_ns)
-        if old is None or self.config.blend is BlendMode.REPLACE:
+        if old is None or self.config.blend in (BlendMode.REPLACE, BlendMode.RTC):
             plan = Plan(new_times, new_values, np.ones(len(new_times)))
         elif self.config.blend is BlendMode.CROSSFADE:
             plan = self._crossfade(old, new_times, new_values, now_ns)
