@@ -21,6 +21,7 @@ from lerobot_recorder.collection_command import (
     run_split,
 )
 from lerobot_recorder.hub_command import add_push_arguments, run_push
+from lerobot_recorder.view_command import add_dataset_view_arguments, run_dataset_view
 from lerobot_ros.command import Command, CommandError
 
 
@@ -131,6 +132,12 @@ ACTIONS: tuple[DatasetAction, ...] = (
     ),
     DatasetAction("split", "split into new datasets by fractions or episode lists", add_split_arguments, run_split),
     DatasetAction("filter", "a new dataset with chosen episodes (or all but some)", add_filter_arguments, run_filter),
+    DatasetAction(
+        "view",
+        "show an episode in Rerun: videos, state/action plots, task, bag2dataset sync report",
+        add_dataset_view_arguments,
+        run_dataset_view,
+    ),
 )
 
 

@@ -1,0 +1,208 @@
+"""`lerobot-ros view CONTRACT`: watch a running robot live in Rerun, and `lerobot-ros dataset view ROOT`.
+
+Both log the same entities (lerobot_recorder.view) into a spawned viewer (default), a running one
+(`--connect`), the web viewer (`--web [--port]`) or an .rrd file (`--save FILE.rrd`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from lerobot_ros.command import Command, CommandError
+
+
+def add_sink_arguments(parser: argparse.ArgumentParser) -> None:
+    """--connect / --web [--port] / --save (default: spawn a viewer window); see lerobot_recorder.view.sinks."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--connect",
+        nargs="?",
+        const="rerun+http://127.0.0.1:9876/proxy",
+        default=None,
+        metavar="URL",
+        help="send to a running Rerun viewer (default URL rerun+http://127.0.0.1:9876/proxy)",
+    )
+    where.add_argument("--web", action="store_true", help="serve the web viewer (open the printed URL in a browser)")
+    where.add_argument("--save", type=Path, default=None, metavar="FILE.rrd", help="write an .rrd file instead")
+    parser.add_argument("--port", type=int, default=9090, help="web viewer port with --web (default 9090)")
+    parser.add_argument("--grpc-port", type=int, default=9876, help="data port of the viewer/web viewer (default 9876)")
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    add_sink_arguments(parser)
+    parser.add_argument(
+        "--jpeg-quality",
+        type=int,
+        default=0,
+        metavar="Q",
+        help="send camera pictures as JPEG of this quality (1..100; less data for --web/--connect); 0 = raw",
+    )
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "contract", type=Path, metavar="CONTRACT", help="the robot's contract (config/contracts/*.yaml)"
+    )
+    parser.add_argument(
+        "--image-rate", type=float, default=10.0, metavar="HZ", help="pictures shown per second and camera (default 10)"
+    )
+    parser.add_argument("--chunk-topic", default="/policy/action_chunk", help="ActionChunk topic ('' for none)")
+    parser.add_argument("--recorder", default="/recorder", help="recorder node whose status is shown ('' for none)")
+    parser.add_argument(
+        "--duration", type=float, default=0.0, metavar="S", help="stop after S seconds (0 = until Ctrl-C)"
+    )
+    _add_common(parser)
+
+
+def _open_sink(rec: object, args: argparse.Namespace) -> str:
+    from lerobot_recorder.view.sinks import SinkChoice, ViewerUnavailableError, open_sink
+
+    try:
+        return open_sink(rec, SinkChoice.from_args(args))  # type: ignore[arg-type]
+    except ViewerUnavailableError as err:
+        raise CommandError(f"cannot show the view: {err}") from None
+    except (ValueError, OSError, RuntimeError) as err:
+        raise CommandError(f"cannot open the view: {err}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not 0.1 <= args.image_rate <= 120:
+        raise CommandError(f"--image-rate {args.image_rate}: give 0.1..120 pictures per second")
+    if args.duration < 0:
+        raise CommandError("--duration must be >= 0")
+    if not 0 <= args.jpeg_quality <= 100:
+        raise CommandError(f"--jpeg-quality {args.jpeg_quality}: give 1..100, or 0 for raw pictures")
+    from lerobot_recorder.contract import ContractError, load_contract
+
+    try:
+        contract = load_contract(args.contract)
+    except (ContractError, OSError) as err:
+        raise CommandError(f"{err}") from None
+
+    import rclpy
+    import rerun as rr
+    from rclpy.parameter import Parameter
+
+    from lerobot_recorder.nodes.viewer import Viewer
+    from lerobot_recorder.view.entities import ViewLogger
+    from lerobot_ros.command import stop_on_signals
+    from lerobot_ros.dds import apply_ros_environment
+
+    rec = rr.RecordingStream("lerobot_ros_view", send_properties=False)
+    where = _open_sink(rec, args)
+    apply_ros_environment()
+    rclpy.init()
+    stop = stop_on_signals()
+    try:
+        node = Viewer(
+            contract,
+            ViewLogger(rec, jpeg_quality=args.jpeg_quality),
+            parameter_overrides=[
+                Parameter("image_rate_hz", value=float(args.image_rate)),
+                Parameter("chunk_topic", value=str(args.chunk_topic)),
+                Parameter("recorder", value=str(args.recorder)),
+            ],
+        )
+        print(f"{where}; watching {len(contract.features)} contract topics (Ctrl-C to stop)", flush=True)
+        start = time.monotonic()
+        while not stop.is_set() and rclpy.ok():
+            rclpy.spin_once(node, timeout_sec=0.1)
+            if args.duration and time.monotonic() - start >= args.duration:
+                break
+        summary = node.finish()
+        node.destroy_node()
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+        rec.flush()
+        if args.save is not None:
+            rec.disconnect()
+    for topic in summary["missing"]:
+        print(f"missing: no message on {topic} while viewing")
+    print("view summary: " + json.dumps(summary), flush=True)
+    if args.web:
+        print("the web viewer stops with this command", flush=True)
+    return 0
+
+
+def add_dataset_view_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", type=Path, metavar="ROOT", help="dataset folder (holds meta/info.json)")
+    parser.add_argument("--episode", type=int, default=0, metavar="N", help="episode index (default 0)")
+    parser.add_argument(
+        "--image-rate",
+        type=float,
+        default=0.0,
+        metavar="HZ",
+        help="pictures per second of episode time and camera (default 0: every frame)",
+    )
+    _add_common(parser)
+
+
+def run_dataset_view(args: argparse.Namespace) -> int:
+    from lerobot_recorder.dataset import DatasetError, DatasetReader
+
+    if args.image_rate < 0:
+        raise CommandError("--image-rate must be >= 0 (0 = every frame)")
+    root: Path = args.root
+    if not (root / "meta" / "info.json").is_file():
+        raise CommandError(f"{root} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder")
+    try:
+        reader = DatasetReader(root)
+    except DatasetError as err:
+        raise CommandError(f"cannot read {root}: {err}") from None
+    import rerun as rr
+
+    from lerobot_recorder.view.entities import EPISODE_TIME, ViewLogger
+    from lerobot_recorder.view.episode import log_episode
+
+    if not 0 <= args.episode < reader.num_episodes:
+        raise CommandError(
+            f"--episode {args.episode}: {root} has {reader.num_episodes} episode(s) (0..{reader.num_episodes - 1})"
+        )
+    rec = rr.RecordingStream("lerobot_ros_dataset_view", send_properties=False)
+    where = _open_sink(rec, args)
+    stride = 1 if not args.image_rate else max(1, round(reader.fps / args.image_rate))
+    with reader:
+        try:
+            view = log_episode(
+                ViewLogger(rec, timeline=EPISODE_TIME, jpeg_quality=args.jpeg_quality),
+                reader,
+                args.episode,
+                image_stride=stride,
+            )
+        except DatasetError as err:
+            raise CommandError(f"cannot show episode {args.episode} of {root}: {err}") from None
+    rec.flush()
+    print(where)
+    cameras = ", ".join(f"{k} ({n} pictures)" for k, n in view.cameras.items()) or "none"
+    print(f"episode {view.episode_index}: {view.frames} frames; cameras: {cameras}; plots: {', '.join(view.vectors)}")
+    if view.sync_report:
+        print("sync report: shown under sync/")
+    for problem in view.problems:
+        print(f"warning: {problem}")
+    if args.save is not None:
+        rec.disconnect()
+    elif args.web:
+        _serve_until_stopped()
+    return 0
+
+
+def _serve_until_stopped() -> None:
+    from lerobot_ros.command import stop_on_signals
+
+    stop = stop_on_signals()
+    print("serving the web viewer (Ctrl-C to stop)", flush=True)
+    while not stop.wait(0.5):
+        pass
+
+
+VIEW = Command(
+    name="view",
+    help="watch a running robot live in Rerun: cameras, joints, actions, policy chunks, recorder, diagnostics",
+    description=__doc__ or "",
+    add_arguments=_add_arguments,
+    run=_run,
+)
