@@ -9,15 +9,21 @@ learning rate, batch, one torch thread), and every checkpoint (each quarter of t
 this process on unseen seeds, re-planning every 15 steps like the executor (which asks for the next chunk when
 half of the current one is left). Baseline: the expert itself on the same seeds.
 
+`--relative-actions` also trains every size with relative actions (`lerobot-ros train --relative-actions`: targets
+are action - state at the frame for every joint but the gripper) on the same demonstrations, rolls it out on
+the same seeds and reports its success beside the absolute policy's (issue #19 item 1).
+
 Writes bench/results/demo_curve.json and bench/results/demo_curve.png (success vs training steps, one line
 per number of demonstrations).
 
 Usage: python bench/bench_demo_curve.py [--quick] [--episodes 10,30,100] [--steps 6000] [--eval-episodes 50]
+       [--relative-actions]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -121,6 +127,9 @@ def main() -> None:
     parser.add_argument("--episodes", default="10,30,100", help="numbers of demonstrations (comma-separated)")
     parser.add_argument("--steps", type=int, default=DemoSettings().train_steps, help="training steps")
     parser.add_argument("--eval-episodes", type=int, default=50, help="unseen seeds per checkpoint")
+    parser.add_argument(
+        "--relative-actions", action="store_true", help="also train with relative actions and compare (#19 item 1)"
+    )
     args = parser.parse_args()
     counts = [10, 30] if args.quick else sorted({int(n) for n in args.episodes.split(",")})
     steps = 1000 if args.quick else args.steps
@@ -140,24 +149,29 @@ def main() -> None:
             dataset = Path(tmp) / f"demos_{count}"
             # Seeds 0..count-1 are what `demo record` uses; the larger sets extend the smaller ones.
             expert_ok = record(dataset, range(count), observer, round(settings.max_episode_s * FPS))
-            t1 = time.time()
+            recorded = time.time()
             print(
-                f"{count} demonstrations ({expert_ok} successful) in {t1 - t0:.0f} s; {steps} training steps",
+                f"{count} demonstrations ({expert_ok} successful) in {recorded - t0:.0f} s; {steps} training steps",
                 flush=True,
             )
-            config = train_config(settings, dataset, Path(tmp) / f"train_{count}")
-            config.progress = False
-            Trainer(config, resume=False, write=lambda _: None).train()
-            t2 = time.time()
-            points = []
-            for directory in sorted((config.out / "checkpoints").glob("[0-9]*")):
-                results = rollout(directory / "pretrained_model", eval_seeds, observer, max_steps)
-                point = {"step": int(directory.name), "successes": sum(results), "episodes": len(results)}
-                point["success_rate"] = point["successes"] / point["episodes"]
-                points.append(point)
-                print(f"  step {point['step']}: {point['successes']}/{point['episodes']}", flush=True)
-            curve[str(count)] = points
-            timings[str(count)] = {"record_s": t1 - t0, "train_s": t2 - t1, "eval_s": time.time() - t2}
+            variants: dict[str, list[str] | None] = {str(count): None}
+            if args.relative_actions:
+                variants[f"{count} relative"] = []  # every joint but the gripper
+            for name, relative in variants.items():
+                t1 = time.time()
+                config = train_config(settings, dataset, Path(tmp) / f"train_{name.replace(' ', '_')}")
+                config = dataclasses.replace(config, progress=False, relative_actions=relative)
+                Trainer(config, resume=False, write=lambda _: None).train()
+                t2 = time.time()
+                points = []
+                for directory in sorted((config.out / "checkpoints").glob("[0-9]*")):
+                    results = rollout(directory / "pretrained_model", eval_seeds, observer, max_steps)
+                    point = {"step": int(directory.name), "successes": sum(results), "episodes": len(results)}
+                    point["success_rate"] = point["successes"] / point["episodes"]
+                    points.append(point)
+                    print(f"  {name}: step {point['step']}: {point['successes']}/{point['episodes']}", flush=True)
+                curve[name] = points
+                timings[name] = {"record_s": recorded - t0, "train_s": t2 - t1, "eval_s": time.time() - t2}
 
     # The demo's default size when it is in the grid, else the largest.
     default_count = str(DemoSettings().episodes) if str(DemoSettings().episodes) in curve else str(counts[-1])
@@ -176,13 +190,27 @@ def main() -> None:
     headline += [
         figure(f"policy success, {count} demos x {points[-1]['step']} steps", points[-1]["success_rate"], "fraction")
         for count, points in curve.items()
-        if count != default_count
+        if count != default_count and not count.endswith(" relative")
     ]
+    headline += [
+        figure(
+            f"policy success with relative actions, {name} demos x {points[-1]['step']} steps",
+            points[-1]["success_rate"], "fraction", baseline=curve[name.split()[0]][-1]["success_rate"],
+            baseline_what="absolute actions, same demonstrations, steps and seeds",
+        )
+        for name, points in curve.items()
+        if name.endswith(" relative")
+    ]  # fmt: skip
     out = {
         "benchmark": "demo_curve",
         "headline": headline,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg": os.getloadavg()},
-        "settings": {"replan_every": REPLAN_EVERY, "eval_seeds": [eval_seeds[0], eval_seeds[-1]], **settings.to_json()},
+        "settings": {
+            "replan_every": REPLAN_EVERY,
+            "eval_seeds": [eval_seeds[0], eval_seeds[-1]],
+            "relative_actions": "every joint but the gripper" if args.relative_actions else None,
+            **settings.to_json(),
+        },
         "expert": {k: expert[k] for k in ("episodes", "successes", "success_rate", "mean_steps")},
         "curve": curve,
         "first_at_or_above_80_percent": crossing,
@@ -191,6 +219,8 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "demo_curve_quick" if args.quick else "demo_curve"
+    if args.relative_actions:
+        name += "_relative"
     (RESULTS / f"{name}.json").write_text(json.dumps(out, indent=2) + "\n")
     plot(curve, expert["success_rate"], RESULTS / f"{name}.png")
     print(f"wrote {RESULTS / (name + '.json')} and {name}.png")
@@ -204,7 +234,9 @@ def plot(curve: dict[str, list[dict[str, Any]]], expert_rate: float, path: Path)
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for count, points in curve.items():
-        ax.plot([p["step"] for p in points], [p["success_rate"] for p in points], marker="o", label=f"{count} demos")
+        style = "--" if count.endswith(" relative") else "-"
+        ax.plot([p["step"] for p in points], [p["success_rate"] for p in points], style, marker="o",
+                label=f"{count} demos")  # fmt: skip
     ax.axhline(expert_rate, color="gray", linestyle="--", label="scripted expert")
     ax.axhline(0.8, color="red", linestyle=":", label="target 80 %")
     ax.set(xlabel="training steps", ylabel="success rate (unseen seeds)", ylim=(-0.02, 1.02))
