@@ -77,7 +77,8 @@ def test_chunk_rejects_a_shape_that_does_not_match_its_names():
 
 
 def test_topic_table_lists_a_silent_topic_as_missing():
-    counter = TopicCounter({"/joint_states": "observation.state", "/cameras/top/image_raw": "observation.images.top"}, 0.0)
+    topics = {"/joint_states": "observation.state", "/cameras/top/image_raw": "observation.images.top"}
+    counter = TopicCounter(topics, 0.0)
     for i in range(10):
         counter.seen("/joint_states", 0.1 * i)
     assert counter.missing() == ["/cameras/top/image_raw"]
