@@ -95,7 +95,7 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
 
     from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
     from lerobot_recorder.bags.errors import BagError, DiskFullError
-    from lerobot_recorder.bags.pipeline import check_fps, check_output, convert_bags
+    from lerobot_recorder.bags.pipeline import check_output, convert_bags
     from lerobot_recorder.contract import ContractError, load_contract
 
     missing = [str(bag) for bag in args.bags if not bag.exists()]
@@ -114,7 +114,6 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
     try:
         contract = load_contract(args.contract)
         split = SplitRule.parse(args.split)
-        check_fps(contract.fps)
         check_output(args.output)
     except (ContractError, ValueError, BagError) as err:
         raise CommandError(str(err)) from None

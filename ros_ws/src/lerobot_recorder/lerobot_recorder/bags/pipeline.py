@@ -13,8 +13,8 @@ Resume: every episode's source (bag, part, time range, bag hash) is recorded in 
 running the same command again converts only what the dataset lacks, and `append` refuses a bag the dataset
 already holds unless `allow_duplicates`.
 
-Bad input is refused before anything is written (`check_output`, `check_fps`, the preflight); a full disk
-while writing ends the run with `DiskFullError`, the episodes committed before it stay.
+Bad input is refused before anything is written (the contract bounds its fps, `check_output`, the preflight); a
+full disk while writing ends the run with `DiskFullError`, the episodes committed before it stay.
 """
 
 from __future__ import annotations
@@ -66,9 +66,6 @@ DEFAULT_CODEC = "h264-ultrafast"
 # Frames waiting per camera encoder: a bag reader waits for the encoders anyway (the live recorder keeps 64 to ride
 # out hiccups); 8 frames of 640x480 per camera instead of 64 keep ~100 MiB less for two cameras.
 ENCODER_QUEUE_FRAMES = 8
-# Frame rates bag2dataset accepts: a contract's fps sets how many frames a second of bag becomes (fps 1e9 once ran
-# for minutes writing ~700 MB/min of spill); 1000 Hz is above any camera or arm loop we record.
-MIN_FPS, MAX_FPS = 1, 1000
 WATCH_PARENT_S = 0.1  # where no pidfd exists: how often a worker checks that the converting process lives
 
 
@@ -104,12 +101,6 @@ class ConversionResult:
 def report_path_for(root: Path) -> Path:
     """Where the sync report of `root` lives: next to the dataset folder, not inside it."""
     return root.parent / f"{root.name}.sync_report.json"
-
-
-def check_fps(fps: int) -> None:
-    """BagError unless the contract's fps is one bag2dataset converts at (MIN_FPS..MAX_FPS)."""
-    if not MIN_FPS <= fps <= MAX_FPS:
-        raise BagError(f"the contract's fps is {fps}; bag2dataset converts at {MIN_FPS}..{MAX_FPS} frames per second")
 
 
 def check_output(root: Path) -> None:
@@ -565,7 +556,6 @@ def convert_bags(
 
     if not bags:
         raise BagError("no bag given")
-    check_fps(options.contract.fps)
     check_output(root)
     problems = preflight(bags, options)
     if problems:

@@ -63,6 +63,9 @@ FEATURE_KEYS = {
     "max_age_s",
     "depth_scale_m",
 }
+# Frame rates a contract may declare: the frame grid of the recorder, bag2dataset and the policy node is sized by
+# fps (1e9 once made bag2dataset write ~700 MB/min of spill); 1000 Hz is above any camera or arm loop we record.
+MIN_FPS, MAX_FPS = 1, 1000
 TOP_KEYS = {"robot_type", "fps", "stamp", "sync_tolerance_s", "units", "features", "description"}
 # Bookkeeping columns the dataset writer adds itself.
 RESERVED_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index", "task")
@@ -321,8 +324,9 @@ class Contract:
         src = self.source
         if not self.robot_type:
             raise ContractError(src, "robot_type", "must be a non-empty string")
-        if isinstance(self.fps, bool) or not isinstance(self.fps, int) or self.fps <= 0:
-            raise ContractError(src, "fps", f"must be a positive integer, got {self.fps!r}")
+        if isinstance(self.fps, bool) or not isinstance(self.fps, int) or not MIN_FPS <= self.fps <= MAX_FPS:
+            problem = f"must be an integer in {MIN_FPS}..{MAX_FPS} (frames per second), got {self.fps!r}"
+            raise ContractError(src, "fps", problem)
         if self.stamp not in STAMP_SOURCES:
             raise ContractError(src, "stamp", f"must be one of {STAMP_SOURCES}, got {self.stamp!r}")
         tol = self.sync_tolerance_s
