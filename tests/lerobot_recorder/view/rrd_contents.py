@@ -26,6 +26,7 @@ class Entity:
     columns: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     times: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     static_rows: int = 0
+    static_columns: dict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
 
     @property
     def rows(self) -> int:
@@ -41,8 +42,18 @@ class Entity:
         return np.asarray(values, dtype=np.float64)[order]
 
     def texts(self) -> list[str]:
-        key = "TextLog:text" if "TextLog:text" in self.columns else "TextDocument:text"
-        return [str(v[0]) if isinstance(v, list) else str(v) for v in self.columns.get(key, []) if v is not None]
+        """Text of the TextLog/TextDocument rows on the timelines."""
+        return _texts(self.columns)
+
+    @property
+    def static_texts(self) -> list[str]:
+        """Text of the static TextDocument rows (e.g. the task, the sync report)."""
+        return _texts(self.static_columns)
+
+
+def _texts(columns: dict[str, list[Any]]) -> list[str]:
+    key = "TextLog:text" if "TextLog:text" in columns else "TextDocument:text"
+    return [str(v[0]) if isinstance(v, list) else str(v) for v in columns.get(key, []) if v is not None]
 
 
 def read_rrd(path: Path) -> dict[str, Entity]:
@@ -57,11 +68,13 @@ def read_rrd(path: Path) -> dict[str, Entity]:
         timelines = [t for t in chunk.timeline_names if t != "log_time" and t in batch.schema.names]
         if chunk.is_static:
             entity.static_rows += chunk.num_rows
-            continue
+        target = entity.static_columns if chunk.is_static else entity.columns
         for column in batch.schema.names:
             if column in ("rerun.controls.RowId", "log_time") or column in chunk.timeline_names:
                 continue
-            entity.columns[column].extend(batch.column(column).to_pylist())
+            target[column].extend(batch.column(column).to_pylist())
+        if chunk.is_static:
+            continue
         for timeline in timelines:
             raw = batch.column(timeline)
             entity.times[timeline].extend(_time_values(raw))

@@ -1,0 +1,170 @@
+"""`lerobot-ros dataset view ROOT --episode N --save FILE.rrd`: the episode's entities read back from the .rrd
+(Rerun's own reader; see rrd_contents.py for why not a screenshot), datasets without videos, a missing video
+file, a bag2dataset dataset's sync report, and the one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rrd_contents import read_rrd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "dataset"))
+sys.path.insert(0, str(HERE.parent / "bags"))
+
+from dataset_synthetic import (  # noqa: E402
+    NAMES,
+    camera_features,
+    create,
+    run_dataset_command,
+    write_episodes,
+)
+
+from lerobot_recorder.dataset import DatasetReader  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def two_episodes(tmp_path_factory):
+    """Episode 0 (8 frames, 'pick the cube') and 1 (6 frames, 'place it'): a video camera, a PNG camera."""
+    root = tmp_path_factory.mktemp("view") / "ds"
+    writer = create(root, video_codec="h264")
+    frames = write_episodes(writer, [8, 6], ["pick the cube", "place it"])
+    writer.close()
+    return root, frames
+
+
+def test_episode_shows_decoded_cameras_plots_and_task(two_episodes, tmp_path):
+    root, frames = two_episodes
+    rrd = tmp_path / "episode.rrd"
+    status, out = run_dataset_command("view", str(root), "--episode", "1", "--save", str(rrd))
+    assert status == 0, out
+    assert "episode 1: 6 frames" in out
+    entities = read_rrd(rrd)
+    written = frames[1]
+    for j, name in enumerate(NAMES):
+        state = entities[f"/joints/{name}/state"]
+        np.testing.assert_allclose(state.scalars("frame"), [f["observation.state"][j] for f in written], rtol=1e-6)
+        assert state.times["frame"] == [0, 1, 2, 3, 4, 5]
+        np.testing.assert_allclose(
+            entities[f"/joints/{name}/action"].scalars("frame"), [f["action"][j] for f in written], rtol=1e-6
+        )
+    np.testing.assert_allclose(entities["/features/next.done/0"].scalars("frame"), [0, 0, 0, 0, 0, 1])
+    with DatasetReader(root) as reader:
+        start, _ = reader.episode_range(1)
+        for camera in ("front", "wrist"):
+            key = f"observation.images.{camera}"
+            entity = entities[f"/cameras/{camera}"]
+            assert entity.rows == 6, camera
+            for k in range(6):
+                picture = np.frombuffer(bytes(entity.columns["Image:buffer"][k][0]), np.uint8)
+                # The frame the dataset holds, decoded (front is an h264 video, wrist a PNG) ...
+                np.testing.assert_array_equal(picture.reshape(written[k][key].shape), reader.value(start + k, key))
+                # ... is the picture that was recorded (h264 is lossy on these tiny frames).
+                error = np.abs(picture.reshape(written[k][key].shape).astype(int) - written[k][key]).mean()
+                assert error < (12.0 if camera == "front" else 1e-9), (camera, k, error)
+    assert "place it" in entities["/task"].static_texts[0]
+    assert "/sync/report" not in entities  # not a bag2dataset dataset
+
+
+def test_image_rate_decimates_pictures_not_plots(two_episodes, tmp_path):
+    root, _ = two_episodes
+    rrd = tmp_path / "decimated.rrd"
+    status, out = run_dataset_command("view", str(root), "--save", str(rrd), "--image-rate", "10")
+    assert status == 0, out
+    entities = read_rrd(rrd)
+    assert entities["/cameras/front"].times["frame"] == [0, 3, 6]  # 30 fps / 10 Hz: every third frame
+    assert len(entities[f"/joints/{NAMES[0]}/state"].scalars()) == 8
+
+
+def test_dataset_without_cameras_shows_plots_and_says_so(tmp_path):
+    root = tmp_path / "no_cameras"
+    writer = create(root, features=camera_features(video=False, image=False))
+    write_episodes(writer, [5], ["pick the cube"])
+    writer.close()
+    rrd = tmp_path / "plots.rrd"
+    status, out = run_dataset_command("view", str(root), "--save", str(rrd))
+    assert status == 0, out
+    assert "warning: this dataset has no camera features" in out
+    entities = read_rrd(rrd)
+    assert not [path for path in entities if path.startswith("/cameras")]
+    assert len(entities[f"/joints/{NAMES[0]}/state"].scalars()) == 5
+    assert any("no camera features" in text for text in entities["/view/problems"].texts())
+
+
+def test_a_missing_video_file_hides_only_that_camera(tmp_path):
+    root = tmp_path / "lost_video"
+    writer = create(root, video_codec="h264")
+    write_episodes(writer, [5], ["pick the cube"])
+    writer.close()
+    for video in (root / "videos" / "observation.images.front").rglob("*.mp4"):
+        video.unlink()
+    rrd = tmp_path / "lost.rrd"
+    status, out = run_dataset_command("view", str(root), "--save", str(rrd))
+    assert status == 0, out
+    assert "warning: observation.images.front:" in out
+    entities = read_rrd(rrd)
+    assert "/cameras/front" not in entities
+    assert entities["/cameras/wrist"].rows == 5
+    assert len(entities[f"/joints/{NAMES[0]}/state"].scalars()) == 5
+
+
+def test_bag2dataset_dataset_shows_its_sync_report(tmp_path):
+    from bag_helpers import SMALL, convert
+
+    from lerobot_recorder.bags.synthetic import contract_for, write_synthetic_bag
+
+    bag = write_synthetic_bag(tmp_path / "bag", SMALL)
+    root = tmp_path / "from_bag"
+    convert([bag], contract_for(SMALL), root)
+    rrd = tmp_path / "sync.rrd"
+    status, out = run_dataset_command("view", str(root), "--save", str(rrd))
+    assert status == 0, out
+    assert "sync report: shown under sync/" in out
+    entities = read_rrd(rrd)
+    report = entities["/sync/report"].static_texts[0]
+    assert "Sync report of episode 0" in report and "| observation.images.front |" in report
+    assert entities["/sync/observation.state/max_skew_s"].static_rows == 1
+    assert entities["/cameras/front"].rows == 30
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--episode", "2"], r"--episode 2: .* has 2 episode\(s\) \(0..1\)"),
+        (["--episode", "-1"], r"--episode -1: .* has 2 episode\(s\)"),
+        (["--image-rate", "-1"], r"--image-rate must be >= 0"),
+        (["--save", "view.txt"], r"the file name must end in .rrd"),
+    ],
+)
+def test_bad_arguments_are_one_line(two_episodes, tmp_path, monkeypatch, argv, message):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    root, _ = two_episodes
+    if "--save" not in argv:
+        argv = [*argv, "--save", str(tmp_path / "x.rrd")]
+    status, out = run_dataset_command("view", str(root), *argv)
+    assert status == 2
+    assert len(out.strip().splitlines()) == 1, out
+    assert re.search(message, out), out
+
+
+def test_not_a_dataset(tmp_path):
+    status, out = run_dataset_command("view", str(tmp_path), "--save", str(tmp_path / "x.rrd"))
+    assert status == 2
+    assert out.strip() == f"{tmp_path} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder"
+
+
+def test_no_viewer_available_names_the_alternatives(two_episodes, monkeypatch):
+    """No display for a viewer window (a headless machine, an ssh session): one line naming --save and --web."""
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    root, _ = two_episodes
+    status, out = run_dataset_command("view", str(root))
+    assert status == 2
+    assert len(out.strip().splitlines()) == 1, out
+    assert "no display for a viewer window" in out
+    assert "--save FILE.rrd" in out and "--web" in out and "--connect" in out
