@@ -374,6 +374,11 @@ def _load_own(directory: Path, data: dict[str, Any], cls: type[Policy]) -> Loade
                 f"{where}: {RELATIVE_ACTIONS_KEY!r} is for {loaded.policy.relative_actions.action_dim} action "
                 f"elements, the policy has {action_dim}"
             )
+        if loaded.policy.relative_actions.state_key not in loaded.policy.config.input_features:
+            raise CheckpointError(
+                f"{where}: the policy predicts actions relative to {loaded.policy.relative_actions.state_key!r}, "
+                "which is not among its inputs"
+            )
     fps = meta.get("fps")
     contract = _read_contract(directory, meta, where)
     return LoadedPolicy(loaded.policy, directory, "lerobot_ros", float(fps) if fps else None, contract, dict(meta))

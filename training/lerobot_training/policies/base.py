@@ -125,19 +125,24 @@ class Policy(nn.Module, abc.ABC):
             self.train(was_training)
 
     def absolute_chunk(self, chunk: Tensor, batch: Batch) -> Tensor:
-        """A relative (chunk_length, action_dim) chunk plus the state of the observation `batch` (its newest frame)."""
+        """Relative actions plus the state of the observations they were computed from (each one's newest frame).
+
+        `chunk` is one (chunk_length, action_dim) chunk of the batch-of-one `batch`, or (B, chunk_length,
+        action_dim) chunks of a batch of B observations.
+        """
         relative = self.relative_actions
         assert relative is not None
         if relative.state_key not in batch:
             raise FeatureMismatchError(
                 f"the policy predicts actions relative to {relative.state_key!r}, which the observation lacks"
             )
-        state = batch[relative.state_key][0]
-        if state.ndim > 1:  # (n_obs_steps, S) history: the newest frame is the observation's own
-            state = state[-1]
+        state = batch[relative.state_key]
+        if state.ndim > 2:  # (B, n_obs_steps, S) history: the newest frame is the observation's own
+            state = state[:, -1]
+        offsets = state[..., list(relative.state_indices)].to(device=chunk.device, dtype=chunk.dtype)
+        offsets = offsets[0] if chunk.ndim == 2 else offsets[: chunk.shape[0], None, :]
         absolute = chunk.clone()
-        offsets = state[list(relative.state_indices)].to(absolute.dtype)
-        absolute[:, list(relative.action_indices)] += offsets
+        absolute[..., list(relative.action_indices)] += offsets
         return absolute
 
     def reset(self) -> None:

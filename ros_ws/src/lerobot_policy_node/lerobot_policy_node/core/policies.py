@@ -180,6 +180,10 @@ class CheckpointPolicy:
         self.action_dim = int(action.shape[0])
         self.horizon = int(config.chunk_length)
         self.fps = loaded.fps
+        relative = loaded.policy.relative_actions
+        # Joints the policy predicts relative to observation.state; its predict_chunk adds the state of the
+        # observation the chunk is computed from back, so chunks leave here as absolute targets.
+        self.relative_joints: tuple[str, ...] = relative.joints if relative is not None else ()
 
     def reset(self) -> None:
         self._policy.reset()

@@ -336,9 +336,12 @@ class PolicyNode(LifecycleNode):
             self._subscriptions_made.append(
                 self.create_subscription(import_message_type(feature.type), topic, callback, qos)
             )
+        relative = ""
+        if isinstance(policy, CheckpointPolicy) and policy.relative_joints:
+            relative = f"; actions relative to observation.state for {', '.join(policy.relative_joints)}"
         self.get_logger().info(
             f"configured: {policy.name} ({policy.horizon} steps at {NS / self._period_ns:g} Hz) on "
-            f"{sorted(self._assembler.topics)}; task {self._param('task')!r}"
+            f"{sorted(self._assembler.topics)}; task {self._param('task')!r}{relative}"
         )
 
     def _make_callback(self, topic: str) -> Any:
