@@ -5,6 +5,10 @@ same `ChunkExecutor` the executor node uses, on the simulation's step clock: a n
 fraction of the current one left falls to `--threshold`, stamped with its observation's step and blended in
 with `--blend`. Inference takes no simulated time in lockstep, so this measures the policy and the chunk
 handling, not the real-time behaviour (that is the executor node's and bench/bench_policy_executor.py's job).
+
+With `--num-envs N` (or `--num-envs` alone: one env per core) the episodes run N at a time on an in-process
+vector env instead of the bridge (lerobot_policy_node.vector_evaluation): same controller, contract conversion,
+chunk handling and per-seed outcomes, several times the episodes per minute.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", type=Path, default=None, help="where eval.json and videos go")
     parser.add_argument("--no-bridge", action="store_true", help="use a running bridge (mode:=lockstep) instead")
     parser.add_argument("--step-timeout", type=float, default=30.0, help="seconds to wait for each observation")
+    parser.add_argument(
+        "--num-envs", nargs="?", const="auto", default=None, metavar="N",
+        help="run N episodes at once on in-process simulations (no ROS); alone or 'auto': one per core",
+    )  # fmt: skip
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -59,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
         output_dir=output_dir,
         start_bridge=not args.no_bridge,
         step_timeout=args.step_timeout,
+        num_envs=args.num_envs,
     )
     report: dict[str, Any] = run_evaluation(settings, progress=print)
     (output_dir / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -67,6 +76,8 @@ def _run(args: argparse.Namespace) -> int:
         f"{report['mean_return']:.3f}, chunks {report['chunks']['accepted']}, largest step at a chunk boundary "
         f"{report['chunks']['max_boundary_step']:.4g} vs inside {report['chunks']['max_inner_step']:.4g}"
     )
+    if "episodes_per_minute" in report:
+        print(f"{report['num_envs']} envs: {report['episodes_per_minute']:.1f} episodes per minute")
     print(f"report: {output_dir / 'eval.json'}; videos: {', '.join(report['videos']) or 'none'}")
     return 0
 

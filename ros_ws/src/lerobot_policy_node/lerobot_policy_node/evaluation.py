@@ -7,6 +7,7 @@ the robot's).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -50,6 +51,7 @@ class EvalSettings:
     output_dir: Path
     start_bridge: bool = True
     step_timeout: float = 30.0
+    num_envs: str | None = None  # None: serial through the bridge; a number or "auto": in-process vector env
 
 
 def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
@@ -127,6 +129,56 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
         container.mux(stream.encode())
 
 
+def _predict(policy: ChunkPolicy, observation: dict[str, Any]) -> np.ndarray:
+    """A chunk as the vector evaluation computes it (checkpoints batched: same floats whatever the batch)."""
+    if isinstance(policy, CheckpointPolicy):
+        return policy.predict_chunks([observation])[0]
+    return np.asarray(policy.predict_chunk(observation), dtype=np.float64)
+
+
+def _run_vector(
+    settings: EvalSettings,
+    policy: ChunkPolicy,
+    contract: Any,
+    fps: float,
+    camera_key: str | None,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """`--num-envs`: the episodes on an in-process vector env (lerobot_policy_node.vector_evaluation)."""
+    from lerobot_policy_node import vector_evaluation as vector
+    from lerobot_ros.command import CommandError
+
+    if not settings.start_bridge:
+        raise CommandError("--num-envs runs its own simulations in this process: drop --no-bridge")
+    try:
+        num_envs = vector.choose_num_envs(settings.num_envs or vector.AUTO, settings.episodes)
+        factory = vector.contract_env_factory(settings.env_id, contract, fps, settings.cameras, settings.max_steps)
+        factory()  # the contract and cameras are checked here, before any worker starts
+        vector.BatchPolicy(policy, 1)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    progress(f"{settings.episodes} episodes on {num_envs} envs in lockstep (in-process, one worker each)")
+    action = contract.features["action"]
+    result = vector.run_vector_episodes(
+        policy=policy, env_factory=factory, num_envs=num_envs,
+        seeds=[settings.seed + i for i in range(settings.episodes)], max_steps=settings.max_steps,
+        period_ns=round(NS / fps), joint_names=tuple(action.dataset_names or ()), blend=settings.blend,
+        threshold=settings.threshold, camera_key=camera_key, videos=settings.videos, progress=progress,
+    )  # fmt: skip
+    videos = []
+    for index, frames in sorted(result.frames.items()):
+        path = settings.output_dir / f"episode_{index:03d}.mp4"
+        _write_video(path, frames, fps)
+        videos.append(str(path))
+    report = _report(settings, contract, result.episodes, result.totals, result.inference_s, videos)
+    report["num_envs"] = num_envs
+    report["wall_s"] = result.wall_s
+    report["episodes_per_minute"] = vector.episodes_per_minute(len(result.episodes), result.wall_s)
+    report["policy_batch_sizes"] = {"mean": float(np.mean(result.batch_sizes)) if result.batch_sizes else 0.0,
+                                    "max": max(result.batch_sizes, default=0)}  # fmt: skip
+    return report
+
+
 def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> dict[str, Any]:
     """Run the episodes; returns the JSON-ready report (success rate, returns, chunk and inference statistics)."""
     from lerobot_ros.command import CommandError
@@ -145,6 +197,8 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
     from lerobot_sim_bridge.errors import SimBridgeError
     from lerobot_sim_bridge.ros_env import RosRobotEnv
 
+    if settings.num_envs is not None:
+        return _run_vector(settings, policy, contract, fps, camera_key, progress)
     bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None
 
     episodes: list[dict[str, Any]] = []
@@ -162,6 +216,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
             )
             frames: list[np.ndarray] = []
             total, success, steps = 0.0, False, 0
+            targets = hashlib.sha256()  # the commanded targets, bit for bit (serial and --num-envs compare equal)
             horizon = 0
             for step in range(settings.max_steps):
                 now = step * period_ns
@@ -169,7 +224,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
                 left = 0 if plan is None else max(0, (plan.end_ns - now) // period_ns)
                 if plan is None or left <= settings.threshold * max(horizon, 1):
                     start = time.perf_counter()
-                    actions = np.asarray(policy.predict_chunk({**observation, "timestamp": now / NS}), dtype=np.float64)
+                    actions = _predict(policy, {**observation, "timestamp": now / NS})
                     inference_s.append(time.perf_counter() - start)
                     horizon = len(actions)
                     try:
@@ -179,6 +234,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
                 target = executor.target(now)
                 if target is None:
                     raise CommandError("the policy produced no usable chunk for the first step of an episode")
+                targets.update(np.asarray(target, dtype=np.float64).tobytes())
                 if camera_key is not None and index < settings.videos:
                     frames.append(np.asarray(observation[camera_key], dtype=np.uint8))
                 observation, reward, terminated, truncated, info = env.step(target)
@@ -193,7 +249,8 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
             totals["max_boundary_step"] = max(totals["max_boundary_step"], stats.max_boundary_step)
             totals["max_inner_step"] = max(totals["max_inner_step"], stats.max_inner_step)
             episodes.append({"index": index, "seed": settings.seed + index, "return": total, "success": success,
-                             "steps": steps, "chunks": stats.chunks_accepted})  # fmt: skip
+                             "steps": steps, "chunks": stats.chunks_accepted,
+                             "targets_sha256": targets.hexdigest()})  # fmt: skip
             progress(f"episode {index}: {'success' if success else 'failure'}, return {total:.3f}, {steps} steps")
             if frames:
                 path = settings.output_dir / f"episode_{index:03d}.mp4"
@@ -212,6 +269,17 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
             except subprocess.TimeoutExpired:
                 bridge.kill()
                 bridge.wait()
+    return _report(settings, contract, episodes, totals, inference_s, videos)
+
+
+def _report(
+    settings: EvalSettings,
+    contract: Any,
+    episodes: list[dict[str, Any]],
+    totals: dict[str, Any],
+    inference_s: list[float],
+    videos: list[str],
+) -> dict[str, Any]:
     successes = sum(e["success"] for e in episodes)
     returns = [e["return"] for e in episodes]
     return {
