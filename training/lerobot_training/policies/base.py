@@ -16,6 +16,7 @@ A policy is a plain `nn.Module` that owns its normalisation statistics:
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +30,7 @@ from lerobot_training.errors import FeatureMismatchError, PolicyConfigError
 from lerobot_training.features import FeatureType, PolicyFeature
 from lerobot_training.normalize import Normalizer
 from lerobot_training.policies.config import PolicyConfig
+from lerobot_training.policies.rtc import RtcPrefix
 from lerobot_training.relative_actions import RelativeActions
 
 Batch = dict[str, Tensor]
@@ -46,6 +48,8 @@ class Policy(nn.Module, abc.ABC):
 
     name: ClassVar[str]
     config_class: ClassVar[type[PolicyConfig]]
+    # Whether the policy can continue a previous chunk by inpainting (real-time chunking, `rtc.py`).
+    supports_rtc: ClassVar[bool] = False
 
     def __init__(self, config: PolicyConfig, stats: Mapping[str, Mapping[str, Tensor]] | None = None) -> None:
         super().__init__()
@@ -66,6 +70,13 @@ class Policy(nn.Module, abc.ABC):
     @abc.abstractmethod
     def predict_chunk_batch(self, batch: Batch) -> Tensor:
         """(B, chunk_length, action_dim) de-normalised actions for a batch of observations."""
+
+    def predict_chunk_inpainted_batch(self, batch: Batch, prefix: RtcPrefix) -> Tensor:
+        """Like `predict_chunk_batch`, continuing `prefix` (real-time chunking); only where `supports_rtc`."""
+        raise PolicyConfigError(
+            f"the {self.name} policy cannot inpaint a chunk, so real-time chunking (blend rtc) does not apply to it; "
+            "use blend replace, crossfade or ensemble, or a diffusion policy"
+        )
 
     @classmethod
     def lerobot_key(cls, key: str) -> str:
@@ -113,13 +124,20 @@ class Policy(nn.Module, abc.ABC):
         return batch
 
     @torch.no_grad()
-    def predict_chunk(self, observation: Mapping[str, Any]) -> Tensor:
-        """(chunk_length, action_dim) actions for one observation (see the module docstring)."""
+    def predict_chunk(self, observation: Mapping[str, Any], prefix: RtcPrefix | None = None) -> Tensor:
+        """(chunk_length, action_dim) actions for one observation (see the module docstring); with `prefix` (absolute
+        targets, like the result) the chunk continues the previous one: real-time chunking, where `supports_rtc`."""
         was_training = self.training
         self.eval()
         try:
             batch = self.prepare_observation(observation)
-            chunk = self.predict_chunk_batch(batch)[0]
+            if prefix is None:
+                chunk = self.predict_chunk_batch(batch)[0]
+            else:
+                if self.relative_actions is not None:  # prefix - state = -((-prefix) + state)
+                    relative = self.absolute_chunk(-prefix.actions.to(self.device), batch)
+                    prefix = dataclasses.replace(prefix, actions=-relative)
+                chunk = self.predict_chunk_inpainted_batch(batch, prefix)[0]
             return chunk if self.relative_actions is None else self.absolute_chunk(chunk, batch)
         finally:
             self.train(was_training)

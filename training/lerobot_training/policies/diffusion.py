@@ -25,6 +25,7 @@ from lerobot_training.policies.base import Batch, Policy
 from lerobot_training.policies.config import PolicyConfig
 from lerobot_training.policies.noise_schedulers import NoiseScheduler
 from lerobot_training.policies.resnet import ResNet18Backbone, load_backbone_weights
+from lerobot_training.policies.rtc import RtcPrefix, frozen_steps, prefix_weights
 
 LEROBOT_FINAL_CONV_GROUPS = 8
 
@@ -359,8 +360,34 @@ class DiffusionModel(nn.Module):
             parts.append(batch[OBS_ENV_STATE])
         return torch.cat(parts, dim=-1).flatten(1)
 
-    def sample(self, global_cond: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """Run the sampler from Gaussian noise to a normalised (B, horizon, action_dim) trajectory."""
+    def sample(
+        self,
+        global_cond: Tensor,
+        generator: torch.Generator | None = None,
+        guide: tuple[Tensor, Tensor, float] | None = None,
+    ) -> Tensor:
+        """Run the sampler from Gaussian noise to a normalised (B, horizon, action_dim) trajectory.
+
+        `guide` = (target Y (B, horizon, action_dim), weights W (horizon,), max_guidance_weight beta): real-time
+        chunking's guided inpainting (`rtc.py`). The paper guides a flow policy's velocity with ΠGDM (Song et al.
+        2023); here the guidance acts on the diffusion sampler's estimate of the clean trajectory. At each step t,
+        with x̂0(x_t) the network's estimate of x_0 (before clipping) and ᾱ_t the cumulative alpha:
+
+        1. ΠGDM, as in the paper: x̂0 <- x̂0 + min(beta, 1/sqrt(ᾱ_t)) * (∂x̂0/∂x_t)ᵀ W (Y - x̂0), a vector-Jacobian
+           product through the U-Net. This is ΠGDM's noiseless-observation guidance for a variance-preserving
+           diffusion (r_t^2 = 1 - ᾱ_t): by Tweedie's formula a score correction g = Jᵀ W (Y - x̂0) / r_t^2 moves
+           x̂0 by (1 - ᾱ_t)/sqrt(ᾱ_t) * g. The weight 1/sqrt(ᾱ_t) grows without bound at the noisy end of the
+           schedule, as the paper's (1 - τ)/(τ r_τ^2) does at τ -> 0, and is capped at beta for the same reason.
+        2. Soft-mask projection: x̂0 <- x̂0 + W ⊙ (Y - x̂0) (the frozen steps take Y, the decaying ones move
+           towards it by their weight). Step 1 alone did not close the seam on our diffusion models: measured on
+           a small trained model (12 seeds, d = 3 and 6), the step into the first inpainted action stayed 2-4x
+           the in-chunk steps, because the sampler commits to a mode in its first, noisiest steps where the
+           network's Jacobian is too small for the guidance to move it; with step 2 the seam is no larger
+           than the in-chunk steps (tests/lerobot_training/test_training_rtc.py, bench/bench_rtc.py).
+
+        The DDIM/DDPM step then continues from the guided x̂0 with the noise that makes x_t from it, i.e. along
+        the guided score.
+        """
         config = self.config
         scheduler = self.noise_scheduler
         steps = config.num_inference_steps or config.num_train_timesteps
@@ -372,9 +399,30 @@ class DiffusionModel(nn.Module):
         )
         for t in scheduler.timesteps(steps):
             timestep = torch.full((trajectory.shape[0],), t, dtype=torch.long, device=trajectory.device)
-            output = self.unet(trajectory, timestep, global_cond)
-            trajectory = scheduler.step(output, t, trajectory, steps, generator)
+            if guide is None:
+                output = self.unet(trajectory, timestep, global_cond)
+                trajectory = scheduler.step(output, t, trajectory, steps, generator)
+            else:
+                x0 = self._guided_original(trajectory, timestep, global_cond, t, guide)
+                trajectory = scheduler.step_from_original(x0, t, trajectory, steps, generator)
         return trajectory
+
+    def _guided_original(
+        self, trajectory: Tensor, timestep: Tensor, global_cond: Tensor, t: int, guide: tuple[Tensor, Tensor, float]
+    ) -> Tensor:
+        """The guided estimate of x_0 at step t (see `sample`)."""
+        target, weights, max_guidance_weight = guide
+        # The node runs inference under torch.inference_mode; the vector-Jacobian product needs autograd.
+        with torch.inference_mode(False), torch.enable_grad():
+            x = trajectory.detach().clone().requires_grad_(True)
+            x0 = self.noise_scheduler.original_sample(self.unet(x, timestep, global_cond.clone()), x, t)
+            error = (target.clone() - x0.detach()) * weights.clone().view(1, -1, 1)
+            (correction,) = torch.autograd.grad(x0, x, grad_outputs=error)
+        alpha_prod = float(self.noise_scheduler.alphas_cumprod[t])
+        weight = min(max_guidance_weight, 1.0 / math.sqrt(alpha_prod))
+        guided = x0.detach() + weight * correction
+        mask = weights.view(1, -1, 1)
+        return (guided + mask * (target - guided)).to(trajectory.dtype)
 
     def loss(self, batch: Batch) -> Tensor:
         config = self.config
@@ -415,6 +463,7 @@ class DiffusionPolicy(Policy):
 
     name = "diffusion"
     config_class = DiffusionConfig
+    supports_rtc = True
     config: DiffusionConfig
 
     def __init__(self, config: DiffusionConfig, stats: Mapping[str, Mapping[str, Tensor]] | None = None) -> None:
@@ -452,3 +501,30 @@ class DiffusionPolicy(Policy):
         trajectory = self.diffusion.sample(self.diffusion.global_condition(normalized), self.generator)
         actions = self.normalizer.unnormalize_value(ACTION, trajectory)
         return actions[:, self.config.n_obs_steps - 1 :]
+
+    def predict_chunk_inpainted_batch(self, batch: Batch, prefix: RtcPrefix) -> Tensor:
+        """Real-time chunking (`rtc.py`): the chunk continues `prefix`, guided over the overlap; its first d steps
+        are the prefix's (they execute from the previous chunk while this inference runs)."""
+        config = self.config
+        normalized = self.normalizer.normalize(batch)
+        global_cond = self.diffusion.global_condition(normalized)
+        offset = config.n_obs_steps - 1  # the trajectory starts that many steps before the observation
+        chunk_length = config.chunk_length
+        previous = prefix.actions.to(device=global_cond.device, dtype=global_cond.dtype)[:chunk_length]
+        if previous.shape[1] != config.action_feature.shape[0]:
+            raise FeatureMismatchError(
+                f"RTC prefix: {previous.shape[1]} values per step, the policy acts on {config.action_feature.shape[0]}"
+            )
+        steps = previous.shape[0]
+        target = torch.zeros(config.horizon, previous.shape[1], device=global_cond.device, dtype=global_cond.dtype)
+        target[offset : offset + steps] = self.normalizer.normalize_value(ACTION, previous)
+        weights = torch.zeros(config.horizon, device=global_cond.device, dtype=global_cond.dtype)
+        weights[offset : offset + chunk_length] = prefix_weights(
+            prefix.inference_delay, prefix.execution_horizon, chunk_length, steps
+        )
+        guide = (target.expand(global_cond.shape[0], -1, -1), weights, prefix.max_guidance_weight)
+        trajectory = self.diffusion.sample(global_cond, self.generator, guide)
+        actions = self.normalizer.unnormalize_value(ACTION, trajectory)[:, offset:].clone()
+        frozen = frozen_steps(prefix, chunk_length)
+        actions[:, :frozen] = previous[:frozen]
+        return actions

@@ -74,6 +74,13 @@ class NoiseScheduler:
         ratio = self.num_train_timesteps // num_inference_steps
         return [i * ratio for i in reversed(range(num_inference_steps))]
 
+    def original_sample(self, model_output: Tensor, sample: Tensor, t: int) -> Tensor:
+        """The network's estimate of x_0 at step t, unclipped (differentiable in `sample`)."""
+        alpha_prod = self.alphas_cumprod.to(sample.device)[t]
+        if self.prediction_type == "epsilon":
+            return (sample - (1 - alpha_prod).sqrt() * model_output) / alpha_prod.sqrt()
+        return model_output
+
     def _original_sample(self, model_output: Tensor, sample: Tensor, alpha_prod: Tensor) -> tuple[Tensor, Tensor]:
         if self.prediction_type == "epsilon":
             x0 = (sample - (1 - alpha_prod).sqrt() * model_output) / alpha_prod.sqrt()
@@ -89,12 +96,35 @@ class NoiseScheduler:
         self, model_output: Tensor, t: int, sample: Tensor, num_inference_steps: int, generator: torch.Generator | None
     ) -> Tensor:
         """x_{t_prev} from x_t and the network's output at t."""
+        alpha_prod = self.alphas_cumprod.to(sample.device)[t]
+        x0, eps = self._original_sample(model_output, sample, alpha_prod)
+        return self._step(x0, eps, t, sample, num_inference_steps, generator)
+
+    def step_from_original(
+        self, x0: Tensor, t: int, sample: Tensor, num_inference_steps: int, generator: torch.Generator | None
+    ) -> Tensor:
+        """x_{t_prev} from x_t and an (unclipped) estimate of x_0, e.g. a guided one: the noise is the one that
+        makes x_t from that x_0, so the step follows the guided score."""
+        alpha_prod = self.alphas_cumprod.to(sample.device)[t]
+        eps = (sample - alpha_prod.sqrt() * x0) / (1 - alpha_prod).sqrt()
+        if self.clip_sample:
+            x0 = x0.clamp(-self.clip_sample_range, self.clip_sample_range)
+        return self._step(x0, eps, t, sample, num_inference_steps, generator)
+
+    def _step(
+        self,
+        x0: Tensor,
+        eps: Tensor,
+        t: int,
+        sample: Tensor,
+        num_inference_steps: int,
+        generator: torch.Generator | None,
+    ) -> Tensor:
         ratio = self.num_train_timesteps // num_inference_steps
         prev_t = t - ratio
         alphas_cumprod = self.alphas_cumprod.to(sample.device)
         alpha_prod = alphas_cumprod[t]
         alpha_prod_prev = alphas_cumprod[prev_t] if prev_t >= 0 else torch.ones((), device=sample.device)
-        x0, eps = self._original_sample(model_output, sample, alpha_prod)
         if self.kind == "DDIM":  # deterministic (eta = 0)
             return alpha_prod_prev.sqrt() * x0 + (1 - alpha_prod_prev).sqrt() * eps
         beta_prod = 1 - alpha_prod
