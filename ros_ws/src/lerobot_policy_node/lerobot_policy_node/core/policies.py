@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lerobot_policy_node.core.errors import PolicyConfigError, PolicyLoadError, RemotePolicyError
+from lerobot_policy_node.core.rtc import ChunkPrefix
 
 SCRIPTED = "scripted"
 REMOTE_SCHEME = "grpc://"
@@ -82,6 +83,10 @@ class ScriptedPolicy:
     name: str = SCRIPTED
     inputs: Sequence[InputFeature] = ()
     calls: int = 0
+    # Its chunks are a function of time, so consecutive ones already agree; with a prefix the frozen steps are
+    # copied (real-time chunking needs nothing else from it).
+    can_inpaint: bool = True
+    last_prefix: ChunkPrefix | None = field(default=None, repr=False)
     _center: npt.NDArray[np.float64] | None = field(default=None, repr=False)
     _t0: float = 0.0
 
@@ -100,7 +105,9 @@ class ScriptedPolicy:
     def reset(self) -> None:
         self._center = None
 
-    def predict_chunk(self, observation: Mapping[str, Any]) -> npt.NDArray[np.float64]:
+    def predict_chunk(
+        self, observation: Mapping[str, Any], prefix: ChunkPrefix | None = None
+    ) -> npt.NDArray[np.float64]:
         start = time.monotonic()
         t = float(observation[TIMESTAMP_KEY])
         if self._center is None:
@@ -114,6 +121,10 @@ class ScriptedPolicy:
         self.calls += 1
         if self.fault == "nan" and self.calls > 1:
             chunk[self.horizon // 2, 0] = math.nan
+        self.last_prefix = prefix
+        if prefix is not None:
+            frozen = min(prefix.inference_delay, len(prefix.actions), self.horizon)
+            chunk[:frozen] = prefix.actions[:frozen, : self.action_dim]
         if self.fault == "dim":
             chunk = np.concatenate((chunk, np.zeros((self.horizon, 1))), axis=1)
         remaining = self.delay - (time.monotonic() - start)
@@ -184,14 +195,29 @@ class CheckpointPolicy:
         # Joints the policy predicts relative to observation.state; its predict_chunk adds the state of the
         # observation the chunk is computed from back, so chunks leave here as absolute targets.
         self.relative_joints: tuple[str, ...] = relative.joints if relative is not None else ()
+        self.can_inpaint = bool(loaded.policy.supports_rtc)
 
     def reset(self) -> None:
         self._policy.reset()
 
-    def predict_chunk(self, observation: Mapping[str, Any]) -> npt.NDArray[np.float64]:
+    def predict_chunk(
+        self, observation: Mapping[str, Any], prefix: ChunkPrefix | None = None
+    ) -> npt.NDArray[np.float64]:
+        """Actions for `observation`; with `prefix`, continuing the previous chunk (real-time chunking)."""
         values = {f.key: observation[f.key] for f in self.inputs}
         with self._torch.inference_mode():
-            chunk = self._policy.predict_chunk(values)
+            if prefix is None:
+                chunk = self._policy.predict_chunk(values)
+            else:
+                from lerobot_training.policies.rtc import RtcPrefix
+
+                guide = RtcPrefix(
+                    self._torch.as_tensor(prefix.actions, dtype=self._torch.float32),
+                    prefix.inference_delay,
+                    prefix.execution_horizon,
+                    prefix.max_guidance_weight,
+                )
+                chunk = self._policy.predict_chunk(values, guide)
         return np.asarray(chunk.detach().to("cpu").numpy(), dtype=np.float64)
 
     def predict_chunks(self, observations: Sequence[Mapping[str, Any]]) -> list[npt.NDArray[np.float64]]:
@@ -214,6 +240,8 @@ class CheckpointPolicy:
         try:
             with torch.inference_mode():
                 chunks = self._policy.predict_chunk_batch(batch)
+                if self._policy.relative_actions is not None:  # offsets from each observation's own state
+                    chunks = self._policy.absolute_chunk(chunks, batch)
         finally:
             self._policy.train(was_training)
         array = np.asarray(chunks.detach().to("cpu").numpy(), dtype=np.float64)
@@ -289,6 +317,7 @@ class RemotePolicy:
 
             loaded = yaml.safe_load(info.contract_yaml)
             self.contract = loaded if isinstance(loaded, dict) else None
+        self.can_inpaint = False  # the policy server's protocol carries no previous chunk
         self._lock = threading.Lock()  # the failure state is shared by the inference workers
         self._failures = 0
         self._retry_at = 0.0

@@ -14,6 +14,9 @@ after activation is a warm-up (measured, not published) unless `warmup` is false
 `~/status` (lerobot_msgs/PolicyStatus, latched) says what the node is doing and the last problem.
 The task text (`task` parameter, changeable at run time, or a std_msgs/String on `~/task`) goes with every
 observation to the policy; each ActionChunk carries the task it was computed for.
+With `blend` rtc (real-time chunking, `core/rtc.py`) each inference gets the last published chunk's remaining
+steps, the inference delay (`rtc_inference_delay`, measured when -1), the execution horizon and the guidance
+weight cap; a policy that cannot inpaint (ACT, a policy server) is refused at configure.
 
 Clocks: observation stamps come from the robot's clock, which on another host need not agree with this node's.
 The node estimates the offset (receive time - stamp, the smallest seen; `clock_offset_s` on /diagnostics) and
@@ -49,6 +52,7 @@ from std_msgs.msg import String
 
 from lerobot_msgs.msg import ActionChunk, PolicyStatus
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
+from lerobot_policy_node.core.executor import BlendMode
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
 from lerobot_policy_node.core.policies import (
     REMOTE_SCHEME,
@@ -60,6 +64,7 @@ from lerobot_policy_node.core.policies import (
     parse_scripted,
     resolve_checkpoint,
 )
+from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, ObservationVerdict, SchedulerConfig
 from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_recorder.contract import Contract, ContractError
@@ -169,6 +174,8 @@ class PolicyNode(LifecycleNode):
         self._stamp_from_header = True
         self._task = str(self._param("task"))
         self._chunk_task = ""
+        self._rtc: RtcSettings | None = None
+        self._rtc_last: tuple[int, np.ndarray] | None = None  # (observation stamp, actions) of the last chunk published
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -260,6 +267,41 @@ class PolicyNode(LifecycleNode):
         declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
         declare(
             self,
+            "blend",
+            BlendMode.CROSSFADE.value,
+            "the executor's blend; rtc makes each chunk continue the previous one (real-time chunking)",
+            read_only=True,
+            choices=tuple(m.value for m in BlendMode),
+        )
+        declare(
+            self,
+            "rtc_inference_delay",
+            -1,
+            "RTC: steps frozen to the previous chunk (d); -1 = measured (observation age + expected inference time)",
+            read_only=True,
+            low=-1,
+            high=10000,
+        )
+        declare(
+            self,
+            "rtc_execution_horizon",
+            0,
+            "RTC: execution horizon s (steps): the guided overlap ends at horizon - s; 0 = all the last chunk has left",
+            read_only=True,
+            low=0,
+            high=10000,
+        )
+        declare(
+            self,
+            "rtc_max_guidance_weight",
+            5.0,
+            "RTC: guidance weight cap (beta)",
+            read_only=True,
+            low=0.001,
+            high=1000.0,
+        )
+        declare(
+            self,
             "remote_timeout",
             5.0,
             "per-call timeout of a grpc:// policy server (s)",
@@ -326,6 +368,7 @@ class PolicyNode(LifecycleNode):
             max_clock_offset_s=float(self._param("max_clock_offset")),
         )
         self._scheduler = InferenceScheduler(self._scheduler_config())
+        self._rtc = self._rtc_settings(policy)
         self._policy = policy
         self._period_ns = round(NS / (policy.fps or contract.fps))
         self._stamp_from_header = contract.stamp == "header"
@@ -344,6 +387,37 @@ class PolicyNode(LifecycleNode):
             f"{sorted(self._assembler.topics)}; task {self._param('task')!r}{relative}"
         )
 
+    def _rtc_settings(self, policy: ChunkPolicy) -> RtcSettings | None:
+        """RTC settings when `blend` is rtc (PolicyConfigError when the policy cannot inpaint)."""
+        blend = str(self._param("blend"))
+        if blend not in tuple(m.value for m in BlendMode):
+            raise PolicyConfigError(f"blend must be one of {[m.value for m in BlendMode]}, got {blend!r}")
+        if blend != BlendMode.RTC.value:
+            return None
+        if not getattr(policy, "can_inpaint", False):
+            raise PolicyConfigError(
+                f"blend rtc needs a policy that can inpaint its chunk (diffusion); {policy.name} cannot: "
+                "use blend replace, crossfade or ensemble"
+            )
+        delay, horizon = int(self._param("rtc_inference_delay")), int(self._param("rtc_execution_horizon"))
+        return RtcSettings(
+            inference_delay=None if delay < 0 else delay,
+            execution_horizon=None if horizon == 0 else horizon,
+            max_guidance_weight=float(self._param("rtc_max_guidance_weight")),
+        )
+
+    def _rtc_prefix(self, observation_ns: int, now_ns: int) -> ChunkPrefix | None:
+        """The previous chunk's steps from `observation_ns` on, for the next inference (call under the lock)."""
+        if self._rtc is None or self._rtc_last is None or self._policy is None or self._scheduler is None:
+            return None
+        stamp_ns, actions = self._rtc_last
+        previous = remaining_steps(actions, stamp_ns, self._period_ns, observation_ns)
+        scheduler = self._scheduler
+        delay = measured_delay_steps(
+            (now_ns - observation_ns) / NS, scheduler.expected_inference_s, scheduler.config.margin_s, self._period_ns
+        )
+        return make_prefix(self._rtc, previous, self._policy.horizon, delay)
+
     def _make_callback(self, topic: str) -> Any:
         def on_message(msg: Any) -> None:
             receive = self._now_ns()
@@ -360,6 +434,7 @@ class PolicyNode(LifecycleNode):
         with self._lock:
             self._assembler.start(self._now_ns())
             self._scheduler.reset()
+            self._rtc_last = None
         self._warm = not bool(self._param("warmup"))
         # A fresh stop event per activation: an inference left running by the last deactivation stays stopped.
         self._stop = threading.Event()
@@ -426,6 +501,7 @@ class PolicyNode(LifecycleNode):
                 if self._assembler.stats.clock_jumps != last_jumps:
                     last_jumps = self._assembler.stats.clock_jumps
                     self._scheduler.reset()
+                    self._rtc_last = None
                     self._note(self._assembler.stats.last_problem)
                 # Freshness and scheduling on the stamps' (the robot's) clock, whatever this host's clock says.
                 now = self._assembler.stamp_clock(self._now_ns())
@@ -454,10 +530,11 @@ class PolicyNode(LifecycleNode):
                     continue
                 horizon = self._policy.horizon if self._policy is not None else 1
                 self._scheduler.inference_started(frame.time_ns, self._period_ns, horizon)
+                prefix = self._rtc_prefix(frame.time_ns, now)
             observation[TASK_KEY] = self._task
             publish = self._warm  # the first inference after activation is the warm-up
             self._warm = True
-            workers_pool.submit(functools.partial(self._infer, stop, frame.time_ns, observation, publish))
+            workers_pool.submit(functools.partial(self._infer, stop, frame.time_ns, observation, publish, prefix))
 
     @staticmethod
     def _idle_wait(pause: float) -> float:
@@ -481,14 +558,25 @@ class PolicyNode(LifecycleNode):
             self.get_logger().warning(message, throttle_duration_sec=2.0)
         self._message = message
 
-    def _infer(self, stop: threading.Event, observation_ns: int, observation: dict[str, Any], publish: bool) -> None:
-        """One inference (in a worker thread); once `stop` is set its result is dropped."""
+    def _infer(
+        self,
+        stop: threading.Event,
+        observation_ns: int,
+        observation: dict[str, Any],
+        publish: bool,
+        prefix: ChunkPrefix | None = None,
+    ) -> None:
+        """One inference (in a worker thread); once `stop` is set its result is dropped. `prefix`: real-time
+        chunking's previous chunk (only with blend rtc)."""
         policy, scheduler, mapping = self._policy, self._scheduler, self._mapping
         assert policy is not None and scheduler is not None and mapping is not None
         start = time.perf_counter()
         published = False
         try:
-            actions = np.asarray(policy.predict_chunk(observation), dtype=np.float64)
+            if prefix is None:
+                actions = np.asarray(policy.predict_chunk(observation), dtype=np.float64)
+            else:
+                actions = np.asarray(policy.predict_chunk(observation, prefix), dtype=np.float64)  # type: ignore[call-arg]
             duration = time.perf_counter() - start
             if stop.is_set():
                 return  # deactivated or shutting down while the inference ran
@@ -499,6 +587,10 @@ class PolicyNode(LifecycleNode):
             elif publish:
                 self._publish_chunk(observation_ns, mapping.to_ros(actions), duration, str(observation[TASK_KEY]))
                 published = True
+                if self._rtc is not None:
+                    with self._lock:
+                        if self._rtc_last is None or observation_ns > self._rtc_last[0]:
+                            self._rtc_last = (observation_ns, actions)
         except Exception as err:  # a failing model must not kill the node: report it and keep trying
             duration = time.perf_counter() - start
             if stop.is_set() or not self.context.ok():
