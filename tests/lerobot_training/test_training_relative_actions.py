@@ -4,7 +4,9 @@ those values, the choice in lerobot_ros.json, and absolute chunks again at infer
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,23 @@ def train(dataset: Path, out: Path, policy: str = "act", **overrides: Any) -> Tr
     return trainer
 
 
+Run = tuple[Trainer, Path]  # the trainer and its final checkpoint
+
+
+@pytest.fixture(scope="module")
+def relative_run(tiny_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """A 2-step run with relative actions (every joint but the gripper) per policy type, trained once per module."""
+    runs: dict[str, Run] = {}
+
+    def get(policy: str = "act") -> Run:
+        if policy not in runs:
+            out = tmp_path_factory.mktemp(f"relative_{policy}") / "run"
+            runs[policy] = (train(tiny_dataset, out, policy), out / "checkpoints" / "000002" / "pretrained_model")
+        return runs[policy]
+
+    return get
+
+
 def test_default_joints_are_all_but_the_gripper_and_named_joints_match_with_or_without_pos() -> None:
     relative = RelativeActions.choose(STATE_NAMES, STATE_NAMES)
     assert relative.joints == ("shoulder_pan.pos", "elbow_flex.pos")
@@ -68,8 +87,8 @@ def test_round_trip_on_a_recorded_episode_is_exact(tiny_dataset: Path) -> None:
         assert np.array_equal(relative.to_absolute(offsets, states[frame]), window.astype(np.float64))
 
 
-def test_training_samples_are_offsets_from_the_state_at_the_frame(tiny_dataset: Path, tmp_path: Path) -> None:
-    trainer = train(tiny_dataset, tmp_path / "run")
+def test_training_samples_are_offsets_from_the_state_at_the_frame(tiny_dataset: Path, relative_run) -> None:
+    trainer, _ = relative_run()
     sample = trainer.train_set[5]
     episode, frame, _ = trainer.train_set._positions[5]
     reader = DatasetReader(tiny_dataset)
@@ -83,10 +102,9 @@ def test_training_samples_are_offsets_from_the_state_at_the_frame(tiny_dataset: 
 
 
 def test_training_writes_statistics_of_the_relative_values_and_records_the_choice(
-    tiny_dataset: Path, tmp_path: Path
+    tiny_dataset: Path, relative_run
 ) -> None:
-    trainer = train(tiny_dataset, tmp_path / "run")
-    directory = tmp_path / "run" / "checkpoints" / "000002" / "pretrained_model"
+    trainer, directory = relative_run()
     relative = trainer.relative_actions
     assert relative is not None
     reader = DatasetReader(tiny_dataset)
@@ -110,11 +128,8 @@ def test_training_writes_statistics_of_the_relative_values_and_records_the_choic
 
 
 @pytest.mark.parametrize("policy", ["act", "diffusion"])
-def test_inference_adds_the_state_of_the_observation_the_chunk_was_computed_from(
-    tiny_dataset: Path, tmp_path: Path, policy: str
-) -> None:
-    train(tiny_dataset, tmp_path / "run", policy)
-    loaded = load_policy(tmp_path / "run" / "checkpoints" / "000002" / "pretrained_model").policy
+def test_inference_adds_the_state_of_the_observation_the_chunk_was_computed_from(relative_run, policy: str) -> None:
+    loaded = load_policy(relative_run(policy)[1]).policy
     for state in ([0.5, -0.25, 7.0], [3.0, 1.0, 40.0]):
         observation = {
             "observation.state": np.asarray(state, dtype=np.float32),
@@ -129,9 +144,8 @@ def test_inference_adds_the_state_of_the_observation_the_chunk_was_computed_from
         assert torch.allclose(absolute, expected)
 
 
-def test_sim_evaluation_sends_absolute_targets(tiny_dataset: Path, tmp_path: Path) -> None:
-    trainer = train(tiny_dataset, tmp_path / "run")
-    policy = trainer.policy
+def test_sim_evaluation_sends_absolute_targets(relative_run) -> None:
+    policy = load_policy(relative_run()[1]).policy
     env = EvenSeedEnv(episode_length=1)
     # the same observation the env returns at reset, and its chunk in model space
     observation, _ = EvenSeedEnv().reset(seed=0)
@@ -145,9 +159,8 @@ def test_sim_evaluation_sends_absolute_targets(tiny_dataset: Path, tmp_path: Pat
     assert np.isclose(sent[2], float(offsets[0, 2]), atol=1e-5)
 
 
-def test_window_of_the_diffusion_history_uses_the_newest_state(tiny_dataset: Path, tmp_path: Path) -> None:
-    trainer = train(tiny_dataset, tmp_path / "run", "diffusion")
-    policy = trainer.policy
+def test_window_of_the_diffusion_history_uses_the_newest_state(relative_run) -> None:
+    policy = relative_run("diffusion")[0].policy
     chunk = torch.zeros(8, 3)
     batch = {"observation.state": torch.tensor([[[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]]])}
     assert policy.absolute_chunk(chunk, batch)[0].tolist() == [10.0, 20.0, 0.0]
@@ -217,3 +230,55 @@ def test_policy_dataset_without_relative_actions_is_unchanged(tiny_dataset: Path
     reader = DatasetReader(tiny_dataset)
     assert np.array_equal(dataset[0]["action"].numpy(), reader.episode_frames(0, "action")[:6])
     reader.close()
+
+
+def test_processor_files_carry_lerobots_relative_steps_around_the_normaliser(relative_run, tmp_path: Path) -> None:
+    trainer, directory = relative_run()
+    pre = json.loads((directory / "policy_preprocessor.json").read_text())["steps"]
+    post = json.loads((directory / "policy_postprocessor.json").read_text())["steps"]
+    assert [s["registry_name"] for s in pre] == [
+        "rename_observations_processor", "to_batch_processor", "relative_actions_processor", "device_processor",
+        "normalizer_processor",
+    ]  # fmt: skip
+    assert pre[2]["config"] == {"enabled": True, "exclude_joints": ["gripper.pos"], "action_names": STATE_NAMES}
+    assert pre[4]["state_file"] == "policy_preprocessor_step_4_normalizer_processor.safetensors"
+    assert (directory / pre[4]["state_file"]).is_file()
+    assert [s["registry_name"] for s in post] == [
+        "unnormalizer_processor",
+        "absolute_actions_processor",
+        "device_processor",
+    ]
+    # state and action in another order: LeRobot's index-aligned rule would subtract the wrong joint
+    swapped = copy.deepcopy(trainer.policy)
+    swapped.relative_actions = RelativeActions(("elbow_flex.pos",), (1,), (0,), 3)
+    from lerobot_training.checkpoint import save_policy
+
+    save_policy(tmp_path / "swapped", swapped, fps=10)
+    steps = json.loads((tmp_path / "swapped" / "policy_preprocessor.json").read_text())["steps"]
+    assert steps[2]["registry_name"] == "lerobot_ros_relative_actions_processor"
+
+
+@pytest.mark.reference
+@pytest.mark.slow
+def test_lerobot_0_4_refuses_a_relative_checkpoint_instead_of_running_offsets_as_targets(
+    relative_run, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from lerobot_ros.testing import reference_env, reference_extras, reference_python
+
+    if not reference_python().exists() or not (reference_extras() / "draccus").is_dir():
+        pytest.skip("needs .venv-lerobot-ref (scripts/setup.sh --with-lerobot-reference) and its ACT extras")
+    directory = relative_run()[1]
+    script = (
+        "import sys\nfrom lerobot.policies.factory import get_policy_class, make_pre_post_processors\n"
+        "policy = get_policy_class('act').from_pretrained(sys.argv[1])\n"
+        "try:\n    make_pre_post_processors(policy.config, pretrained_path=sys.argv[1])\n"
+        "except Exception as err:\n    print('REFUSED', type(err).__name__, err)\nelse:\n    print('LOADED')\n"
+    )
+    result = subprocess.run(
+        [str(reference_python()), "-c", script, str(directory)], env=reference_env(tmp_path), capture_output=True,
+        text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "REFUSED" in result.stdout and "relative_actions_processor" in result.stdout, result.stdout[-2000:]

@@ -54,6 +54,8 @@ PREPROCESSOR_NAME = "policy_preprocessor.json"
 POSTPROCESSOR_NAME = "policy_postprocessor.json"
 NORMALIZER_STATE_NAME = "policy_preprocessor_step_3_normalizer_processor.safetensors"
 UNNORMALIZER_STATE_NAME = "policy_postprocessor_step_0_unnormalizer_processor.safetensors"
+# With relative actions the preprocessor has one more step before the normaliser (LeRobot >= 0.5's order).
+RELATIVE_NORMALIZER_STATE_NAME = "policy_preprocessor_step_4_normalizer_processor.safetensors"
 CONFIG_VERSION = 2
 FORMAT_KEY = "lerobot_ros"  # config_version 1 kept our metadata under this key of config.json
 
@@ -131,8 +133,32 @@ def _device_step() -> dict[str, Any]:
     return {"registry_name": "device_processor", "config": {"device": "cpu", "float_dtype": None}}
 
 
+def _relative_steps(policy: Policy) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The processor steps of a relative-action policy, for LeRobot: its `relative_actions_processor` and
+    `absolute_actions_processor` (LeRobot >= 0.5, which subtracts/adds state[i] on the action elements whose
+    names contain none of `exclude_joints`). LeRobot 0.4.x has neither and refuses to load the processors,
+    rather than run offsets as absolute targets. When LeRobot's rule would choose other elements than ours
+    (state and action in another order, a name inside another), the steps get names no LeRobot knows."""
+    relative = policy.relative_actions
+    assert relative is not None
+    names = list(policy.config.action_feature.names or ())
+    exclude = [name for i, name in enumerate(names) if i not in relative.action_indices]
+    lerobot_mask = [not any(token.lower() in name.lower() for token in exclude) for name in names]
+    ours = [i in relative.action_indices for i in range(len(names))]
+    same = lerobot_mask == ours and relative.action_indices == relative.state_indices and bool(names)
+    prefix = "" if same else "lerobot_ros_"
+    pre = {
+        "registry_name": f"{prefix}relative_actions_processor",
+        "config": {"enabled": True, "exclude_joints": exclude, "action_names": names},
+    }
+    return pre, {"registry_name": f"{prefix}absolute_actions_processor", "config": {"enabled": True}}
+
+
 def write_processors(directory: Path, policy: Policy) -> None:
-    """LeRobot's pre/post-processor files (normalise inputs, de-normalise actions) with the policy's statistics."""
+    """LeRobot's pre/post-processor files (normalise inputs, de-normalise actions) with the policy's statistics.
+
+    A relative-action policy gets LeRobot's relative/absolute action steps around them (`_relative_steps`).
+    """
     from safetensors.torch import save as save_safetensors
 
     config = policy.config
@@ -142,25 +168,25 @@ def write_processors(directory: Path, policy: Policy) -> None:
         for stat, value in feature_stats.items()
     }
     state = save_safetensors(stats, metadata={"format": "pt"})
-    write_atomic(directory / NORMALIZER_STATE_NAME, state)
+    relative = _relative_steps(policy) if policy.relative_actions is not None else None
+    normalizer_state = NORMALIZER_STATE_NAME if relative is None else RELATIVE_NORMALIZER_STATE_NAME
+    write_atomic(directory / normalizer_state, state)
     write_atomic(directory / UNNORMALIZER_STATE_NAME, state)
     inputs = [*config.input_features, *config.output_features]
-    preprocessor = _processor_document(
-        "policy_preprocessor",
-        [
-            {"registry_name": "rename_observations_processor", "config": {"rename_map": {}}},
-            {"registry_name": "to_batch_processor", "config": {}},
-            _device_step(),
-            _normalizer_step("normalizer_processor", config, inputs, NORMALIZER_STATE_NAME),
-        ],
-    )
-    postprocessor = _processor_document(
-        "policy_postprocessor",
-        [
-            _normalizer_step("unnormalizer_processor", config, list(config.output_features), UNNORMALIZER_STATE_NAME),
-            _device_step(),
-        ],
-    )
+    pre_steps = [
+        {"registry_name": "rename_observations_processor", "config": {"rename_map": {}}},
+        {"registry_name": "to_batch_processor", "config": {}},
+        *([relative[0]] if relative is not None else []),
+        _device_step(),
+        _normalizer_step("normalizer_processor", config, inputs, normalizer_state),
+    ]
+    post_steps = [
+        _normalizer_step("unnormalizer_processor", config, list(config.output_features), UNNORMALIZER_STATE_NAME),
+        *([relative[1]] if relative is not None else []),
+        _device_step(),
+    ]
+    preprocessor = _processor_document("policy_preprocessor", pre_steps)
+    postprocessor = _processor_document("policy_postprocessor", post_steps)
     write_atomic(directory / PREPROCESSOR_NAME, _json_bytes(preprocessor))
     write_atomic(directory / POSTPROCESSOR_NAME, _json_bytes(postprocessor))
 
