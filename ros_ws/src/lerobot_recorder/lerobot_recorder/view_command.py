@@ -84,6 +84,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import rclpy
     import rerun as rr
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
     from lerobot_recorder.nodes.viewer import Viewer
@@ -106,13 +107,16 @@ def _run(args: argparse.Namespace) -> int:
                 Parameter("recorder", value=str(args.recorder)),
             ],
         )
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
         print(f"{where}; watching {len(contract.features)} contract topics (Ctrl-C to stop)", flush=True)
         start = time.monotonic()
         while not stop.is_set() and rclpy.ok():
-            rclpy.spin_once(node, timeout_sec=0.1)
+            executor.spin_once(timeout_sec=0.1)
             if args.duration and time.monotonic() - start >= args.duration:
                 break
         summary = node.finish()
+        executor.shutdown()
         node.destroy_node()
     finally:
         if rclpy.ok():
