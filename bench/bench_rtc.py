@@ -1,0 +1,294 @@
+"""Real-time chunking against replace / crossfade / ensemble under injected inference delays (one run, in-process).
+
+What runs: a diffusion policy (this repo's, small U-Net, DDIM 10 steps) trained here for about 3 minutes on a
+bimodal task, a 2-D point arm that must go around a round obstacle to a goal, above or below (the expert
+picks either at random: the multimodality that makes independently sampled chunks disagree). Closed-loop
+episodes on a simulated clock at 30 Hz: the real `ChunkExecutor` (each blend mode) drives a position servo
+(first-order lag); inference starts the way the policy node schedules it (at the latest when `threshold` of
+the chunk is left, or the delay + margin) and its chunk arrives `delay` seconds of simulated time after its
+observation, so the robot keeps executing the previous chunk meanwhile. With rtc the policy gets what the
+node hands it: the previous chunk's remaining steps on the observation's grid (`core/rtc.py`), d measured
+as the node does (observation age 0 + delay + margin), s from the schedule, beta 5, through `CheckpointPolicy`.
+
+Per blend mode and delay (0.1 / 0.2 / 0.4 s), same seeds for every mode:
+* seam: the largest command step from the tick before a chunk arrives to two ticks after it (rtc: the step
+  into the first inpainted action is among them), divided by the median step elsewhere (1 = no seam);
+* jerk: RMS of the third difference of the command stream (units/s^3);
+* success: reaching the goal (within 0.08) before 6 s without touching the obstacle.
+
+This is not the SO-101 simulation: no diffusion checkpoint of the sim task exists here, and training one on
+this 2-core machine takes hours (the demo trains ACT, which cannot inpaint). Writes bench/results/rtc.json.
+
+    .venv/bin/python bench/bench_rtc.py [--episodes 10] [--train-steps 2000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from headline import figure
+
+from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
+from lerobot_policy_node.core.policies import CheckpointPolicy
+from lerobot_policy_node.core.rtc import RtcSettings, make_prefix, measured_delay_steps, remaining_steps
+from lerobot_training.checkpoint import save_policy
+from lerobot_training.features import FeatureType, PolicyFeature
+from lerobot_training.policies.diffusion import DiffusionConfig, DiffusionPolicy
+
+RESULTS = Path(__file__).resolve().parent / "results" / "rtc.json"
+FPS = 30
+PERIOD_NS = NS // FPS
+HORIZON = 32
+SPEED = 0.9  # units/s along the expert path
+VIA_Y = 0.7
+OBSTACLE_RADIUS = 0.3
+GOAL_TOLERANCE = 0.08
+EPISODE_S = 6.0
+SERVO_GAIN = 0.6  # fraction of the distance to the target covered per tick
+THRESHOLD = 0.5
+MARGIN_S = 0.03
+DELAYS = (0.1, 0.2, 0.4)
+MODES = (BlendMode.REPLACE, BlendMode.CROSSFADE, BlendMode.ENSEMBLE, BlendMode.RTC)
+NAMES = ("x", "y")
+
+
+def expert_path(start: np.ndarray, goal: np.ndarray, side: float, distances: np.ndarray) -> np.ndarray:
+    """Points at arc lengths `distances` along start -> (0, side * VIA_Y) -> goal (clamped at the goal)."""
+    via = np.array([0.0, side * VIA_Y])
+    first, second = np.linalg.norm(via - start), np.linalg.norm(goal - via)
+    d = np.clip(distances, 0.0, first + second)[..., None]
+    on_first = start + (via - start) * np.minimum(d / first, 1.0)
+    on_second = via + (goal - via) * np.clip((d - first) / second, 0.0, 1.0)
+    return np.where(d <= first, on_first, on_second)
+
+
+def sample_episode(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    start = np.array([-1.0, 0.0]) + rng.uniform(-0.1, 0.1, 2)
+    goal = np.array([1.0, 0.0]) + rng.uniform(-0.1, 0.1, 2)
+    return start, goal
+
+
+def training_batch(rng: np.random.Generator, size: int) -> dict[str, torch.Tensor]:
+    states, goals, chunks = [], [], []
+    step = SPEED / FPS
+    for _ in range(size):
+        start, goal = sample_episode(rng)
+        side = rng.choice([-1.0, 1.0])
+        # Half the samples at the start line, where both sides are right: the decision the policy must make.
+        progress = 0.0 if rng.random() < 0.3 else rng.uniform(0.0, 2.6)
+        points = expert_path(start, goal, side, progress + step * np.arange(HORIZON))
+        states.append(points[0])
+        goals.append(goal)
+        chunks.append(points)
+    return {
+        "observation.state": torch.tensor(np.array(states), dtype=torch.float32),
+        "observation.environment_state": torch.tensor(np.array(goals), dtype=torch.float32),
+        "action": torch.tensor(np.array(chunks), dtype=torch.float32),
+        "action_is_pad": torch.zeros(size, HORIZON, dtype=torch.bool),
+    }
+
+
+def train_policy(steps: int, directory: Path, seed: int = 0) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    inputs = {
+        "observation.state": PolicyFeature(FeatureType.STATE, (2,), NAMES),
+        "observation.environment_state": PolicyFeature(FeatureType.ENV, (2,)),
+    }
+    outputs = {"action": PolicyFeature(FeatureType.ACTION, (2,), NAMES)}
+    config = DiffusionConfig(
+        input_features=inputs, output_features=outputs, n_obs_steps=1, horizon=HORIZON, n_action_steps=16,
+        down_dims=(32, 64, 128), n_groups=8, kernel_size=5, diffusion_step_embed_dim=32, num_inference_steps=10,
+    )  # fmt: skip
+    span = {"min": torch.tensor([-1.2, -1.0]), "max": torch.tensor([1.2, 1.0])}
+    stats = {
+        "observation.state": span,
+        "action": span,
+        "observation.environment_state": {"min": torch.tensor([0.85, -0.15]), "max": torch.tensor([1.15, 0.15])},
+    }
+    policy = DiffusionPolicy(config, stats)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=2e-3, weight_decay=1e-6)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+    began, losses = time.perf_counter(), []
+    for _ in range(steps):
+        loss, _ = policy.compute_loss(training_batch(rng, 64))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+    save_policy(directory, policy, fps=FPS)
+    return {"steps": steps, "seconds": time.perf_counter() - began, "final_loss": float(np.mean(losses[-100:]))}
+
+
+def run_episode(
+    policy: CheckpointPolicy, mode: BlendMode, delay_s: float, seed: int
+) -> tuple[dict[str, Any], list[float]]:
+    """One closed-loop episode on a simulated clock; returns its metrics and the inference wall times."""
+    rng = np.random.default_rng(seed)
+    start, goal = sample_episode(rng)
+    torch.manual_seed(seed)
+    executor = ChunkExecutor(ExecutorConfig(joint_names=NAMES, blend=mode, crossfade_s=0.1, ensemble_coeff=0.01))
+    position = start.copy()
+    executor.reset(position, 0)
+    rtc = RtcSettings(max_guidance_weight=5.0) if mode is BlendMode.RTC else None
+    last: tuple[int, np.ndarray] | None = None  # (stamp, actions) of the last chunk that arrived
+    pending: tuple[int, int, np.ndarray] | None = None  # (arrival, stamp, actions) of the inference running
+    commands, switches, inference_s = [], [], []
+    delay_ns = round(delay_s * NS)
+    success, collided = False, False
+    for tick in range(int(EPISODE_S * FPS)):
+        now = tick * PERIOD_NS
+        if pending is not None and now >= pending[0]:
+            executor.submit(Chunk(pending[1], PERIOD_NS, pending[2]), now)
+            last, pending = (pending[1], pending[2]), None
+            switches.append(tick)
+        plan = executor.plan
+        left_s = 0.0 if last is None else max(last[0] + (HORIZON - 1) * PERIOD_NS - now, 0) / NS
+        lead_s = max(THRESHOLD * HORIZON / FPS, delay_s + MARGIN_S)
+        if pending is None and (plan is None or last is None or left_s <= lead_s):
+            observation = {"observation.state": position.copy(), "observation.environment_state": goal.copy()}
+            prefix = None
+            if rtc is not None and last is not None:
+                previous = remaining_steps(last[1], last[0], PERIOD_NS, now)
+                prefix = make_prefix(rtc, previous, HORIZON, measured_delay_steps(0.0, delay_s, MARGIN_S, PERIOD_NS))
+            began = time.perf_counter()
+            chunk = policy.predict_chunk(observation) if prefix is None else policy.predict_chunk(observation, prefix)
+            inference_s.append(time.perf_counter() - began)
+            pending = (now + delay_ns, now, chunk)
+        target = executor.target(now)
+        if target is None:
+            target = position.copy()
+        commands.append(target.copy())
+        position = position + SERVO_GAIN * (target - position)
+        collided = collided or bool(np.linalg.norm(position) < OBSTACLE_RADIUS)
+        if np.linalg.norm(position - goal) < GOAL_TOLERANCE:
+            success = not collided
+            break
+    return _metrics(np.array(commands), switches, success, collided), inference_s
+
+
+def _metrics(commands: np.ndarray, switches: list[int], success: bool, collided: bool) -> dict[str, Any]:
+    steps = np.linalg.norm(np.diff(commands, axis=0), axis=1)  # steps[i]: command i -> i + 1
+    # The command steps from the tick before a chunk arrives to two ticks after: the switch itself, and with rtc
+    # the step into the first inpainted action (d is one margin step past the arrival); crossfade's 0.1 s fade.
+    seam_ticks = {t + k for t in switches for k in range(-1, 3) if 0 <= t + k < len(steps)}
+    inner = np.array([s for i, s in enumerate(steps) if i not in seam_ticks])
+    seam = max((float(steps[i]) for i in seam_ticks), default=0.0)
+    median_inner = float(np.median(inner)) if len(inner) else 0.0
+    jerk = np.diff(commands, n=3, axis=0) * FPS**3
+    return {
+        "success": success,
+        "collided": collided,
+        "seam_step": seam,
+        "median_inner_step": median_inner,
+        "jerk_rms": float(np.sqrt(np.mean(np.sum(jerk**2, axis=1)))) if len(jerk) else 0.0,
+        "ticks": len(commands),
+    }
+
+
+def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    seams = np.array([e["seam_step"] for e in episodes])
+    inner = np.array([e["median_inner_step"] for e in episodes])
+    ratios = seams / np.maximum(inner, 1e-9)
+    return {
+        "episodes": len(episodes),
+        "success_rate": float(np.mean([e["success"] for e in episodes])),
+        "collisions": int(sum(e["collided"] for e in episodes)),
+        "seam_step_mean": float(np.mean(seams)),
+        "seam_step_max": float(np.max(seams)),
+        "seam_over_median_inner_step_mean": float(np.mean(ratios)),
+        "jerk_rms_mean": float(np.mean([e["jerk_rms"] for e in episodes])),
+        "ticks_mean": float(np.mean([e["ticks"] for e in episodes])),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per blend mode and delay")
+    parser.add_argument("--train-steps", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true", help="3 episodes, 300 training steps (a smoke run)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.train_steps = 3, 300
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "pretrained_model"
+        training = train_policy(args.train_steps, directory)
+        print(f"trained {training['steps']} steps in {training['seconds']:.0f} s, loss {training['final_loss']:.4f}")
+        policy = CheckpointPolicy(directory)
+        results: list[dict[str, Any]] = []
+        for delay in DELAYS:
+            for mode in MODES:
+                episodes, times = [], []
+                for index in range(args.episodes):
+                    metrics, inference = run_episode(policy, mode, delay, seed=1000 + index)
+                    episodes.append(metrics)
+                    times += inference
+                entry = {"blend": mode.value, "delay_s": delay, **summarize(episodes),
+                         "inference_wall_s_mean": float(np.mean(times)), "per_episode": episodes}  # fmt: skip
+                results.append(entry)
+                print(
+                    f"delay {delay:.1f} s {mode.value:9s}: success {entry['success_rate']:.2f}, seam "
+                    f"{entry['seam_step_mean']:.4f} ({entry['seam_over_median_inner_step_mean']:.1f}x inner), jerk "
+                    f"{entry['jerk_rms_mean']:.1f}, inference {entry['inference_wall_s_mean'] * 1000:.0f} ms",
+                    flush=True,
+                )
+    headline = []
+    for delay in DELAYS:
+        rows = {r["blend"]: r for r in results if r["delay_s"] == delay}
+        rtc, crossfade = rows["rtc"], rows["crossfade"]
+        headline += [
+            figure(
+                f"seam / median in-chunk command step, rtc, inference delay {delay:g} s",
+                rtc["seam_over_median_inner_step_mean"],
+                "x",
+                baseline=crossfade["seam_over_median_inner_step_mean"],
+                baseline_what="crossfade (the default blend), same seeds",
+                target="<= baseline",
+            ),
+            figure(
+                f"success rate, rtc, inference delay {delay:g} s",
+                rtc["success_rate"],
+                "fraction",
+                baseline=crossfade["success_rate"],
+                baseline_what="crossfade (the default blend), same seeds",
+                target=None,
+            ),
+        ]
+    report = {
+        "bench": "rtc",
+        "what": "bimodal 2-D obstacle task, diffusion policy trained in the run, simulated clock (see docstring)",
+        "machine": {"platform": platform.platform(), "python": sys.version.split()[0]},
+        "settings": {
+            "fps": FPS,
+            "horizon": HORIZON,
+            "threshold": THRESHOLD,
+            "margin_s": MARGIN_S,
+            "episodes": args.episodes,
+            "max_guidance_weight": 5.0,
+            "crossfade_s": 0.1,
+            "ensemble_coeff": 0.01,
+        },
+        "training": training,
+        "results": results,
+        "headline": headline,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
