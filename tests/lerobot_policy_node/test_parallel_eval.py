@@ -1,10 +1,10 @@
 """`lerobot-ros eval --num-envs N`: the same per-seed episodes as the serial evaluation through the sim bridge.
 
-The default run compares a tiny random ACT checkpoint (joints, block/goal positions and the camera) over three
-short episodes: serial through the lockstep bridge against two in-process envs, episode by episode down to the
-SHA-256 of every commanded target. The longer check (the scripted pick-and-place expert as a chunk policy, so
-that episodes succeed, end at different steps and envs pick up the next seed mid-run; 1, 2 and 3 envs) runs with
-LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval).
+The default run compares a tiny random ACT checkpoint (joints, block/goal positions) over three short episodes:
+serial through the lockstep bridge against two in-process envs, episode by episode down to the SHA-256 of every
+commanded target and the bytes of the episode video. The longer checks run with LEROBOT_ROS_PARALLEL_EVAL=1 (or
+-m parallel_eval): the same with a camera policy, and the scripted pick-and-place expert as a chunk policy (episodes
+succeed, end at different steps, and envs pick up the next seed mid-run) on 1, 2 and 3 envs.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def contract() -> dict[str, Any]:
     return loaded
 
 
-def tiny_act(directory: Path, contract: dict[str, Any], camera: tuple[int, int]) -> Path:
+def tiny_act(directory: Path, contract: dict[str, Any], camera: tuple[int, int] | None) -> Path:
     """A random tiny ACT on the sim contract's joints, block/goal positions and a camera of `camera` (H, W)."""
     from lerobot_training.checkpoint import save_policy
     from lerobot_training.features import FeatureType, PolicyFeature
@@ -61,8 +61,9 @@ def tiny_act(directory: Path, contract: dict[str, Any], camera: tuple[int, int])
     inputs = {
         STATE: PolicyFeature(FeatureType.STATE, (6,), names),
         ENV_STATE: PolicyFeature(FeatureType.ENV, (6,), tuple(contract["features"][ENV_STATE]["names"])),
-        FRONT: PolicyFeature(FeatureType.VISUAL, (3, *camera)),
     }
+    if camera is not None:
+        inputs[FRONT] = PolicyFeature(FeatureType.VISUAL, (3, *camera))
     outputs = {"action": PolicyFeature(FeatureType.ACTION, (6,), names)}
     config = ACTConfig(
         input_features=inputs, output_features=outputs, chunk_size=8, n_action_steps=8, dim_model=32, n_heads=2,
@@ -74,6 +75,7 @@ def tiny_act(directory: Path, contract: dict[str, Any], camera: tuple[int, int])
         FRONT: {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
         "action": {"mean": torch.full((6,), 10.0), "std": torch.full((6,), 20.0)},
     }
+    stats = {k: v for k, v in stats.items() if k in inputs or k == "action"}
     stats = {k: {**v, "min": v["mean"] - 3 * v["std"], "max": v["mean"] + 3 * v["std"]} for k, v in stats.items()}
     save_policy(directory, ACTPolicy(config, stats), fps=30, contract=contract)
     return directory
@@ -81,21 +83,20 @@ def tiny_act(directory: Path, contract: dict[str, Any], camera: tuple[int, int])
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory, contract: dict[str, Any]) -> Path:
-    """The tiny ACT on the sim's own camera size (what the evaluation feeds it)."""
-    return tiny_act(tmp_path_factory.mktemp("parallel_eval") / "pretrained_model", contract, (240, 320))
+    """The tiny ACT on joints and block/goal positions (no ResNet: chunks in milliseconds)."""
+    return tiny_act(tmp_path_factory.mktemp("parallel_eval") / "pretrained_model", contract, None)
 
 
 def _eval(ros_env: Mapping[str, str], out: Path, policy: str, *args: str, timeout: float = 240) -> dict[str, Any]:
-    argv = [_lerobot_ros(), "eval", policy, "--videos", "0", "--output-dir", str(out), *args]
+    argv = [_lerobot_ros(), "eval", policy, "--output-dir", str(out), *args]
     result = subprocess.run(argv, env=dict(ros_env), capture_output=True, text=True, timeout=timeout, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     report: dict[str, Any] = json.loads((out / "eval.json").read_text())
     return report
 
 
-@pytest.mark.ros
-def test_two_envs_give_the_serial_episodes_bit_for_bit(checkpoint: Path, tmp_path: Path, ros_env: Any) -> None:
-    common = ["--episodes", "3", "--max-steps", "20", "--seed", "7"]
+def _compare_serial_and_two_envs(checkpoint: Path, tmp_path: Path, ros_env: Any, videos: str) -> None:
+    common = ["--episodes", "3", "--max-steps", "20", "--seed", "7", "--videos", videos]
     serial = _eval(ros_env, tmp_path / "serial", str(checkpoint), *common)
     parallel = _eval(ros_env, tmp_path / "parallel", str(checkpoint), *common, "--num-envs", "2")
     assert parallel["num_envs"] == 2 and parallel["policy_batch_sizes"]["max"] == 2
@@ -104,22 +105,40 @@ def test_two_envs_give_the_serial_episodes_bit_for_bit(checkpoint: Path, tmp_pat
     assert parallel["per_episode"] == serial["per_episode"]
     assert len({e["targets_sha256"] for e in serial["per_episode"]}) == 3  # the episodes differ from each other
     assert parallel["chunks"] == serial["chunks"]
+    # The camera frames the episodes saw (rendered by the bridge, and by the workers) are the same too.
+    for name in (f"episode_{i:03d}.mp4" for i in range(int(videos))):
+        assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
+
+
+@pytest.mark.ros
+def test_two_envs_give_the_serial_episodes_bit_for_bit(checkpoint: Path, tmp_path: Path, ros_env: Any) -> None:
+    _compare_serial_and_two_envs(checkpoint, tmp_path, ros_env, videos="1")
+
+
+@pytest.mark.ros
+@pytest.mark.parallel_eval
+@pytest.mark.skipif(not LONG, reason="about 3 min: LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval) runs it")
+def test_a_camera_policy_gives_the_serial_episodes_on_two_envs(
+    tmp_path: Path, ros_env: Any, contract: dict[str, Any]
+) -> None:
+    checkpoint = tiny_act(tmp_path / "pretrained_model", contract, (240, 320))
+    _compare_serial_and_two_envs(checkpoint, tmp_path, ros_env, videos="3")
 
 
 def test_a_checkpoint_chunk_does_not_depend_on_its_batch(tmp_path: Path, contract: dict[str, Any]) -> None:
-    policy = CheckpointPolicy(tiny_act(tmp_path / "pretrained_model", contract, (48, 64)))
+    policy = CheckpointPolicy(tiny_act(tmp_path / "pretrained_model", contract, (24, 32)))
     rng = np.random.default_rng(0)
     observations = [
         {STATE: rng.normal(0, 30, 6).astype(np.float32), ENV_STATE: rng.normal(0, 0.2, 6).astype(np.float32),
-         FRONT: rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)}
-        for _ in range(5)
+         FRONT: rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)}
+        for _ in range(4)
     ]  # fmt: skip
     alone = [policy.predict_chunks([o])[0] for o in observations]
-    for size in (2, 3, 5):
+    for size in (2, 4):
         together = policy.predict_chunks(observations[:size])
         assert all(np.array_equal(a, b) for a, b in zip(alone, together, strict=False))
-    reordered = policy.predict_chunks([observations[4], observations[0]])
-    assert np.array_equal(reordered[0], alone[4]) and np.array_equal(reordered[1], alone[0])
+    reordered = policy.predict_chunks([observations[3], observations[0]])
+    assert np.array_equal(reordered[0], alone[3]) and np.array_equal(reordered[1], alone[0])
     # The node's unbatched predict_chunk is the same policy (only the last bits may differ).
     np.testing.assert_allclose(policy.predict_chunk(observations[0]), alone[0], rtol=1e-5, atol=1e-4)
 

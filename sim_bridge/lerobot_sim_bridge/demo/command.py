@@ -57,6 +57,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
             sub.add_argument(
                 "--eval-max-s", type=float, default=d.eval_max_s, help=f"episode limit ({d.eval_max_s:g} s)"
             )
+            sub.add_argument(
+                "--num-envs", nargs="?", const="auto", default=None, metavar="N",
+                help="evaluate in lockstep on N in-process sims at once instead of the real-time ROS stack "
+                "(alone or 'auto': one per core)",
+            )  # fmt: skip
 
 
 def _settings(args: argparse.Namespace) -> DemoSettings:
@@ -111,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         from lerobot_sim_bridge.demo.evaluate import evaluate
 
         def do_eval() -> None:
-            summary = evaluate(layout, settings, say)
+            summary = evaluate(layout, settings, say, getattr(args, "num_envs", None))
             say(
                 f"eval: policy {summary['successes']}/{summary['episodes']} successful, scripted expert "
                 f"{summary['expert_successes']}/{summary['episodes']} on the same seeds"

@@ -8,6 +8,11 @@ Every action chunk's latency (arrival minus the stamp of the observation it was 
 time, the executor's diagnostics (starvation, tick jitter) and a GIF of the first episode are kept. Episodes
 already in the work folder are not run again. The scripted expert runs on the same seeds in this process (no
 ROS) for comparison.
+
+With `--num-envs N` the episodes run instead in lockstep on N in-process simulations at once
+(`lerobot_policy_node.vector_evaluation`, what `lerobot-ros eval --num-envs` runs: the bridge's controller and
+contract conversion, the executor core on the simulation's step clock, crossfade, re-plan at half a chunk): the
+policy's success on the same seeds without real-time effects, several episodes at a time; no latency figures.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from lerobot_sim_bridge.demo.workspace import (
 )
 
 NAMESPACE = "/follower"
+SIM_CONTRACT = "config/contracts/so101_sim.yaml"
+REAL_TIME = "real time through ROS"
 CAMERA = "front"
 GIF_EVERY = 2  # keep every 2nd camera frame (15 fps)
 EXECUTOR_KEYS = (
@@ -132,8 +139,11 @@ class Supervisor:
         return float(response.stamp.sec + response.stamp.nanosec * 1e-9)
 
 
-def evaluate(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]) -> dict[str, Any]:
-    """Run the missing evaluation episodes, then summarise all of them (eval.json)."""
+def evaluate(
+    layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None], num_envs: str | None = None
+) -> dict[str, Any]:
+    """Run the missing evaluation episodes (`num_envs`: in lockstep on that many in-process envs), then summarise all
+    of them (eval.json)."""
     step = trained_step(layout)
     if step == 0:
         raise CommandError(f"no trained checkpoint in {layout.train}; run `lerobot-ros demo train` first")
@@ -154,8 +164,64 @@ def evaluate(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], No
             f"eval: {missing} episode(s) of the policy at step {step} through policy node + executor + sim bridge "
             f"(real time), seeds {settings.eval_seed + len(done)}..{settings.eval_seed + settings.eval_episodes - 1}"
         )
-        _run_episodes(layout, settings, (step, weights), len(done), say)
+        if num_envs is None:
+            _run_episodes(layout, settings, (step, weights), len(done), say)
+        else:
+            _run_lockstep_episodes(layout, settings, (step, weights), len(done), say, num_envs)
     return summarize(layout, settings, say)
+
+
+def _run_lockstep_episodes(
+    layout: DemoLayout,
+    settings: DemoSettings,
+    checkpoint: tuple[int, str],
+    first: int,
+    say: Callable[[str], None],
+    num_envs: str,
+) -> None:
+    from lerobot_policy_node.core.errors import PolicyLoadError
+    from lerobot_policy_node.core.executor import NS
+    from lerobot_policy_node.core.policies import CheckpointPolicy
+    from lerobot_policy_node.vector_evaluation import choose_num_envs, contract_env_factory, run_vector_episodes
+    from lerobot_recorder.contract import Contract
+
+    fps = 30.0
+    seeds = list(range(settings.eval_seed + first, settings.eval_seed + settings.eval_episodes))
+    max_steps = round(settings.eval_max_s * fps)
+    try:
+        envs = choose_num_envs(num_envs, len(seeds))
+        policy = CheckpointPolicy(layout.checkpoint)
+    except (ValueError, PolicyLoadError) as err:
+        raise CommandError(str(err)) from None
+    source = Contract.from_dict(policy.contract) if policy.contract else Contract.load(repo_file(SIM_CONTRACT))
+    camera = f"observation.images.{CAMERA}"
+    contract = source.select([*(f.key for f in policy.inputs), "action", camera])
+    say(f"  in lockstep on {envs} in-process envs (no ROS, no real-time effects)")
+    layout.eval.mkdir(parents=True, exist_ok=True)
+    result = run_vector_episodes(
+        policy=policy, env_factory=contract_env_factory("so101_pick_place", contract, fps, f"{CAMERA}:320x240",
+                                                        max_steps),
+        num_envs=envs, seeds=seeds, max_steps=max_steps, period_ns=round(NS / fps),
+        joint_names=tuple(contract.features["action"].dataset_names or ()), blend="crossfade", threshold=0.5,
+        camera_key=camera, videos=max(0, settings.gif_episodes - first), progress=lambda _line: None,
+    )  # fmt: skip
+    for row in result.episodes:
+        index = first + int(row["index"])
+        steps = int(row["steps"])
+        end = "success" if row["success"] else ("time_limit" if steps >= max_steps else "terminated")
+        append_jsonl(layout.eval_log, [{
+            "episode": index, "seed": int(row["seed"]), "success": bool(row["success"]), "end": end,
+            "duration_s": round(steps / fps, 3), "chunks": int(row["chunks"]), "checkpoint_step": checkpoint[0],
+            "checkpoint_id": checkpoint[1], "mode": f"lockstep, {envs} envs",
+        }])  # fmt: skip
+        say(
+            f"  episode {index} (seed {row['seed']}): {'success' if row['success'] else 'failure'} ({end}) after "
+            f"{steps / fps:.1f} s simulated, {row['chunks']} chunks  [{index + 1}/{settings.eval_episodes}]"
+        )
+        frames = result.frames.get(int(row["index"]))
+        if frames:
+            write_gif(layout.eval / f"episode_{index:03d}.gif", frames[::GIF_EVERY], fps / GIF_EVERY)
+    say(f"  {len(result.episodes)} episodes in {result.wall_s:.0f} s on {envs} envs")
 
 
 def _run_episodes(
@@ -304,6 +370,7 @@ def summarize(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], N
         "expert_successes": expert["successes"],
         "expert_success_rate": expert["successes"] / len(seeds) if seeds else 0.0,
         "seeds": seeds,
+        "mode": sorted({str(r.get("mode", REAL_TIME)) for r in rows}),
         "per_episode": rows,
         "expert_per_seed": expert["episodes_detail"],
         "chunk_latency_s": percentiles(latencies),

@@ -211,7 +211,13 @@ def build_report(layout: DemoLayout) -> tuple[Path, str]:
     else:
         lines += ["Not trained yet (`lerobot-ros demo train`).", ""]
 
-    lines += ["## 3. Deployment: policy node + action executor driving the sim bridge in real time", ""]
+    modes = [m for m in (evaluation or {}).get("mode", []) if m.startswith("lockstep")]
+    lines += [
+        f"## 3. Evaluation in {' and '.join(modes)} in-process sims (`--num-envs`, no ROS, no real-time effects)"
+        if modes
+        else "## 3. Deployment: policy node + action executor driving the sim bridge in real time",
+        "",
+    ]
     if evaluation:
         expert_by_seed = {}
         for row in evaluation.get("expert_per_seed", []):

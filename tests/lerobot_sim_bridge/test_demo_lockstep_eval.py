@@ -1,0 +1,60 @@
+"""`lerobot-ros demo eval --num-envs N`: the demo's evaluation stage in lockstep on in-process sims (no ROS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import yaml
+
+from lerobot_sim_bridge.demo.evaluate import evaluate
+from lerobot_sim_bridge.demo.report import build_report
+from lerobot_sim_bridge.demo.workspace import ENV_STATE, STATE, DemoLayout, DemoSettings, read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "config" / "contracts" / "so101_sim.yaml"
+
+
+def _demo_checkpoint(layout: DemoLayout) -> None:
+    """A random ACT of the demo's inputs where the train stage leaves its last checkpoint (step 20)."""
+    from lerobot_training.checkpoint import save_policy
+    from lerobot_training.features import FeatureType, PolicyFeature
+    from lerobot_training.policies.act import ACTConfig, ACTPolicy
+
+    contract = yaml.safe_load(CONTRACT.read_text())
+    features = contract["features"]
+    torch.manual_seed(0)
+    inputs = {
+        STATE: PolicyFeature(FeatureType.STATE, (6,), tuple(features[STATE]["names"])),
+        ENV_STATE: PolicyFeature(FeatureType.ENV, (6,), tuple(features[ENV_STATE]["names"])),
+    }
+    outputs = {"action": PolicyFeature(FeatureType.ACTION, (6,), tuple(features["action"]["names"]))}
+    config = ACTConfig(
+        input_features=inputs, output_features=outputs, chunk_size=10, n_action_steps=10, dim_model=32, n_heads=2,
+        dim_feedforward=64, n_encoder_layers=1, n_decoder_layers=1, use_vae=False,
+    )  # fmt: skip
+    stats = {key: {"mean": torch.zeros(6), "std": torch.full((6,), 20.0)} for key in (STATE, ENV_STATE, "action")}
+    stats = {k: {**v, "min": v["mean"] - 60, "max": v["mean"] + 60} for k, v in stats.items()}
+    save_policy(layout.checkpoint, ACTPolicy(config, stats), fps=30, contract=contract, extra={"step": 20})
+
+
+def test_demo_eval_on_two_envs_writes_the_rows_the_report_shows(tmp_path: Path) -> None:
+    layout = DemoLayout(tmp_path / "demo")
+    _demo_checkpoint(layout)
+    settings = DemoSettings(eval_episodes=3, eval_seed=1000, eval_max_s=0.5, gif_episodes=1)
+    lines: list[str] = []
+    summary = evaluate(layout, settings, lines.append, num_envs="2")
+    rows = read_jsonl(layout.eval_log)
+    assert [(r["episode"], r["seed"], r["mode"]) for r in rows] == [(i, 1000 + i, "lockstep, 2 envs") for i in range(3)]
+    assert all(r["duration_s"] == 0.5 and r["end"] == "time_limit" and r["chunks"] > 0 for r in rows)
+    assert (
+        summary["mode"] == ["lockstep, 2 envs"] and summary["episodes"] == 3 and summary["seeds"] == [1000, 1001, 1002]
+    )
+    assert (layout.eval / "episode_000.gif").stat().st_size > 0 and summary["gifs"] == ["episode_000.gif"]
+    assert json.loads(layout.eval_summary.read_text())["expert_success_rate"] >= 0.0
+    path, _ = build_report(layout)
+    assert "## 3. Evaluation in lockstep, 2 envs in-process sims" in path.read_text()
+    # A second run finds every episode done.
+    evaluate(layout, settings, lines.append, num_envs="2")
+    assert len(read_jsonl(layout.eval_log)) == 3 and any("nothing to run" in line for line in lines)
