@@ -80,7 +80,7 @@ class SimContractEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         self._env_id = env_id
         self._max_steps = max_steps
         self._command_timeout = command_timeout
-        self.observation_space = spaces.Dict({k: self._space(f) for k, f in self._observations.items()})
+        self.observation_space = spaces.Dict({k: self._space(f) for k, f in self._observations.items()})  # type: ignore[assignment]
         self.action_space = spaces.Box(-np.inf, np.inf, (self._action.size,), dtype=np.float64)
         self.next_seed: int | None = None
         self._adapter: SimAdapter | None = None
