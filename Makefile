@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm reliability
+.PHONY: setup test demo lint bench lock clean-shm reliability test-browser
 
 setup:
 	bash scripts/setup.sh
@@ -20,6 +20,11 @@ bench:
 # bench/results/reliability.json. The default `make test` runs only the quick subset.
 reliability:
 	bash scripts/reliability.sh $(ARGS)
+
+# Rerun's web viewer (lerobot-ros view / dataset view --web) in headless Chromium, screenshots checked by colour
+# (~1 min); needs Debian's chromium (scripts/setup.sh --with-browser). LEROBOT_ROS_UPDATE_DOCS=1 refreshes docs/.
+test-browser:
+	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view -m browser -q $(ARGS)
 
 # Freeze the resolved dependency set into requirements/constraints.txt.
 lock:

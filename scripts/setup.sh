@@ -41,10 +41,12 @@ pip_install() {
 }
 
 WITH_REFERENCE=${LEROBOT_ROS_REFERENCE:-0}
+WITH_BROWSER=${LEROBOT_ROS_BROWSER:-0}
 for arg in "$@"; do
   case $arg in
     --with-lerobot-reference) WITH_REFERENCE=1 ;;
-    *) fail "unknown option '$arg' (known: --with-lerobot-reference)" ;;
+    --with-browser) WITH_BROWSER=1 ;;
+    *) fail "unknown option '$arg' (known: --with-lerobot-reference, --with-browser)" ;;
   esac
 done
 
@@ -61,6 +63,18 @@ if ((${#missing[@]})); then
   echo "installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [[ $WITH_BROWSER == 1 ]]; then
+  # Optional: headless Chromium for the web-viewer screenshot tests (make test-browser); they skip without it.
+  step "headless browser (chromium)"
+  if ! command -v chromium >/dev/null 2>&1; then
+    [[ $(id -u) -eq 0 ]] || fail "chromium is missing; install it with: sudo apt-get install chromium"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "    up to date"
+  fi
 fi
 
 step "virtualenv"

@@ -22,7 +22,7 @@ from rclpy.serialization import deserialize_message
 
 from lerobot_msgs.msg import ActionChunk, RecorderStatus
 from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
-from lerobot_recorder.view.entities import ROS_TIME, Chunk, ChunkOverlay, TopicCounter, ViewLogger
+from lerobot_recorder.view.entities import ROS_TIME, Chunk, ChunkOverlay, TopicCounter, ViewLogger, layout
 from lerobot_ros.message_conversion import import_message_type
 
 SENSOR_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -100,6 +100,8 @@ class Viewer(Node):
                 self.create_subscription(msg_type, feature.topic, self._vector_callback(feature), SENSOR_QOS)
         chunk_names = list(self._action.names or self._action.joints or ()) if self._action is not None else []
         view.log_styles(vectors, chunk_names)
+        cameras = [f.key for f in contract.features.values() if f.is_image]
+        view.rec.send_blueprint(layout(cameras, vectors, live=True))
         view.log_document(
             "contract", f"# Contract `{contract.source}`\n\nrobot_type `{contract.robot_type}`, {contract.fps} fps"
         )

@@ -313,3 +313,61 @@ def _number(text: str) -> float | None:
     except ValueError:
         return None
     return value if np.isfinite(value) else None
+
+
+def layout(
+    cameras: Sequence[str],
+    vectors: Mapping[str, Sequence[str]],
+    *,
+    live: bool,
+    timeline: str = ROS_TIME,
+    sync_report: bool = False,
+) -> Any:
+    """The viewer layout (a Rerun blueprint): cameras; one plot per joint holding its state, action and chunks;
+    other vector features; and, live, the recorder, diagnostics, policy and topic table, or for a dataset
+    episode the task and the sync report.
+
+    `cameras` are feature keys, `vectors` feature key -> dimension names (as logged).
+    """
+    import rerun.blueprint as rrb
+
+    camera_views = [rrb.Spatial2DView(origin=camera_path(key), name=key.removeprefix(CAMERA_PREFIX)) for key in cameras]
+    joints: list[str] = []
+    for key in (STATE_KEY, ACTION_KEY):
+        for name in vectors.get(key, ()):
+            if entity_part(name) not in joints:
+                joints.append(entity_part(name))
+    joint_views = [rrb.TimeSeriesView(origin=f"joints/{joint}", name=joint) for joint in joints]
+    other_views = [
+        rrb.TimeSeriesView(origin=f"features/{entity_part(key)}", name=key)
+        for key in vectors
+        if key not in (STATE_KEY, ACTION_KEY)
+    ]
+    if live:
+        side = [
+            rrb.TimeSeriesView(origin="recorder", name="recorder", contents=["$origin/recording", "$origin/dropped"]),
+            rrb.TextLogView(origin="/", name="events", contents=["recorder/**", "diagnostics/**", "view/**"]),
+            rrb.TimeSeriesView(origin="diagnostics", name="diagnostics"),
+            rrb.TimeSeriesView(origin="policy", name="policy"),
+            rrb.TextDocumentView(origin="view/topics", name="topics"),
+        ]
+    else:
+        side = [
+            rrb.TextDocumentView(origin="task", name="task"),
+            rrb.TextLogView(origin="/", name="events", contents=["task/**", "view/**", "cameras/**"]),
+        ]
+        if sync_report:
+            side.append(rrb.TextDocumentView(origin="sync/report", name="bag2dataset sync report"))
+    columns: list[Any] = []
+    if camera_views:
+        columns.append(rrb.Vertical(*camera_views, name="cameras"))
+    plots = joint_views + other_views
+    if plots:
+        columns.append(rrb.Grid(*plots, name="joints", grid_columns=2 if len(plots) > 3 else 1))
+    columns.append(rrb.Vertical(*side, name="status"))
+    shares = ([1.0] if camera_views else []) + ([2.0] if plots else []) + [1.0]
+    return rrb.Blueprint(
+        rrb.Horizontal(*columns, column_shares=shares),
+        rrb.TimePanel(timeline=timeline),
+        collapse_panels=True,
+    )

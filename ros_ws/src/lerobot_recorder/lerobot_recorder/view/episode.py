@@ -20,7 +20,15 @@ import numpy.typing as npt
 import rerun as rr
 
 from lerobot_recorder.dataset import DatasetError, DatasetReader
-from lerobot_recorder.view.entities import EPISODE_TIME, FRAME, ViewLogger, camera_path, entity_part, vector_paths
+from lerobot_recorder.view.entities import (
+    EPISODE_TIME,
+    FRAME,
+    ViewLogger,
+    camera_path,
+    entity_part,
+    layout,
+    vector_paths,
+)
 
 BOOKKEEPING = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
@@ -109,6 +117,9 @@ def log_episode(logger: ViewLogger, reader: DatasetReader, episode_index: int, *
         if spec.dtype in ("float32", "float64", "int64", "int32", "bool") and key not in BOOKKEEPING
     }
     logger.log_styles(vectors)
+    entry = episode_sync_entry(reader.root, episode_index)
+    cameras = [key for key, spec in features.items() if spec.is_camera]
+    rec.send_blueprint(layout(cameras, vectors, live=False, timeline=FRAME, sync_report=entry is not None))
     for key, names in vectors.items():
         values = reader.episode_frames(episode_index, key).astype(np.float64).reshape(end - start, -1)
         labels = names if values.shape[1] == len(names) else [str(i) for i in range(values.shape[1])]
@@ -118,7 +129,6 @@ def log_episode(logger: ViewLogger, reader: DatasetReader, episode_index: int, *
 
     _log_tasks(logger, reader, episode_index, timestamps)
 
-    cameras = [key for key, spec in features.items() if spec.is_camera]
     if not cameras:
         view.problems.append("this dataset has no camera features (no videos or images to show)")
     for key in cameras:
@@ -140,7 +150,6 @@ def log_episode(logger: ViewLogger, reader: DatasetReader, episode_index: int, *
             rec.set_time(FRAME, sequence=0)
             logger.log_text(f"{camera_path(key)}/problem", 0.0, f"{key} could not be shown", "WARN")
 
-    entry = episode_sync_entry(reader.root, episode_index)
     if entry is not None:
         view.sync_report = True
         logger.log_document("sync/report", _sync_markdown(entry))

@@ -1,0 +1,127 @@
+"""The web viewer that `lerobot-ros dataset view --web` and `lerobot-ros view --web` serve, opened in headless
+Chromium (opt-in: `make test-browser`): a screenshot must show the camera picture and the joint plots.
+
+Rerun draws the whole viewer into one WebGL canvas (no DOM text), so the screenshot is checked by colour: the
+camera's magenta marker, the state series' blue and the action series' orange (the colours the view gives
+them). Which entities exist, and their values, is checked exactly from the .rrd the same code path writes
+(test_dataset_view.py, test_view_live.py). With LEROBOT_ROS_UPDATE_DOCS=1 the screenshots are copied into docs/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser import HeadlessPage, chromium, free_port, pixels_near
+from PIL import Image
+
+from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_recorder.view.entities import ACTION_COLOR, STATE_COLOR
+from lerobot_ros.testing import venv_script
+
+HERE = Path(__file__).resolve().parent
+DOCS = HERE.parents[2] / "docs"
+MAGENTA = (255, 0, 255)
+JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        chromium() is None, reason="Debian's chromium is not installed (scripts/setup.sh --with-browser)"
+    ),
+]
+
+
+def scene(step: int, height: int = 240, width: int = 320) -> np.ndarray:
+    """A dark floor with a magenta block that moves left to right."""
+    y = np.arange(height)[:, None]
+    frame = np.zeros((height, width, 3), np.uint8)
+    frame[..., 1] = 40 + (y * 60 // height).astype(np.uint8)
+    frame[..., 2] = 30
+    left = 20 + 4 * step
+    frame[100:160, left : left + 60] = MAGENTA
+    return frame
+
+
+def episode_dataset(root: Path, frames: int = 50) -> None:
+    names = [f"{j}.pos" for j in JOINTS]
+    features = {
+        "observation.state": FeatureSpec("float32", (6,), names),
+        "action": FeatureSpec("float32", (6,), names),
+        "observation.images.front": FeatureSpec("video", (240, 320, 3)),
+    }
+    writer = DatasetWriter.create(root, repo_id="local/view", fps=30, features=features, video_codec="h264")
+    writer.start_episode("pick up the cube and place it in the bin")
+    for step in range(frames):
+        t = step / 30
+        state = np.array([40 * np.sin(2 * t + j) for j in range(6)], np.float32)
+        action = np.array([40 * np.sin(2 * (t + 0.15) + j) for j in range(6)], np.float32)
+        writer.add_frame({"observation.state": state, "action": action, "observation.images.front": scene(step)})
+    writer.save_episode()
+    writer.close()
+
+
+def wait_for_picture(page: HeadlessPage, timeout: float = 180.0) -> np.ndarray:
+    """Screenshots until the camera picture and both series are drawn (the viewer loads for tens of seconds)."""
+    deadline = time.monotonic() + timeout
+    shot = page.screenshot()
+    while time.monotonic() < deadline:
+        if (
+            pixels_near(shot, MAGENTA, 30) > 500
+            and pixels_near(shot, STATE_COLOR, 12) > 200
+            and pixels_near(shot, ACTION_COLOR, 12) > 200
+        ):
+            return shot
+        time.sleep(2.0)
+        shot = page.screenshot()
+    return shot
+
+
+def test_dataset_view_in_the_web_viewer(tmp_path):
+    root = tmp_path / "ds"
+    episode_dataset(root)
+    port, grpc_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [
+            venv_script("lerobot-ros"),
+            "dataset",
+            "view",
+            str(root),
+            "--web",
+            "--port",
+            str(port),
+            "--grpc-port",
+            str(grpc_port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    page = None
+    try:
+        assert server.stdout is not None
+        lines = []
+        for line in server.stdout:
+            lines.append(line)
+            if "serving the web viewer" in line:
+                break
+        assert any("web viewer at http://" in line for line in lines), "".join(lines)
+        url = f"http://127.0.0.1:{port}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc_port}%2Fproxy"
+        page = HeadlessPage(url, tmp_path / "chromium.log")
+        shot = wait_for_picture(page)
+    finally:
+        if page is not None:
+            page.close()
+        server.terminate()
+        server.wait(timeout=30)
+    Image.fromarray(shot).save(tmp_path / "dataset_view.png")
+    assert pixels_near(shot, MAGENTA, 30) > 500, f"no camera picture in the screenshot {tmp_path / 'dataset_view.png'}"
+    assert pixels_near(shot, STATE_COLOR, 12) > 200, "no state series drawn"
+    assert pixels_near(shot, ACTION_COLOR, 12) > 200, "no action series drawn"
+    if os.environ.get("LEROBOT_ROS_UPDATE_DOCS") == "1":
+        shutil.copy(tmp_path / "dataset_view.png", DOCS / "view_dataset.png")
