@@ -53,5 +53,5 @@ def test_bad_contract_names_the_file(tmp_path):
     with pytest.raises(CommandError) as err:
         run_view(str(bad), "--save", str(tmp_path / "x.rrd"))
     assert str(bad) in str(err.value)
-    with pytest.raises(CommandError, match="missing.yaml"):
+    with pytest.raises(CommandError, match=r"missing\.yaml"):
         run_view(str(tmp_path / "missing.yaml"), "--save", str(tmp_path / "x.rrd"))
