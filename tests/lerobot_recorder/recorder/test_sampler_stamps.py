@@ -169,3 +169,29 @@ def test_stamps_without_receive_times_zero_and_negative_are_refused() -> None:
     s.push("cam", -1, "negative")
     assert s.rejected == {"zero": 1, "negative": 1}
     assert s.live.out_of_order == 0
+
+
+def test_the_episode_lasts_its_clock_time_while_the_offset_estimate_settles() -> None:
+    """The first deliveries come 60 ms late (first samples over a new connection; on sim time, a /clock a period
+    ahead), later ones 1 ms: the offset estimate drops by 59 ms during the episode. The episode still covers
+    1.5 s of stamps from its start, not 1.559 s (it used to end at the clock's end minus the new estimate), also
+    when the poll that ends it comes late."""
+    s = make()
+    for k, t in enumerate(range(0, 50 * MS, 10 * MS)):  # joints and camera, 60 ms late
+        s.push("joints", t, t, receive_ns=t + BEHIND + 60 * MS)
+        if k % 3 == 0:
+            s.push("cam", t, t, receive_ns=t + BEHIND + 60 * MS)
+    assert s.clock.offset_ns == BEHIND + 60 * MS
+    start = 50 * MS + BEHIND + 60 * MS
+    first_stamp = s.start(start)
+    assert first_stamp == 50 * MS
+    events = sorted([(ms * MS, "joints") for ms in range(50, 2000, 10)] + [(k * NS // 30, "cam") for k in range(2, 60)])
+    frames = []
+    for t, key in events:
+        receive = t + BEHIND + 1 * MS
+        s.push(key, t, t, receive_ns=receive)
+        frames += s.poll(receive, end_ns=start + 1500 * MS)  # the episode's planned end
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    frames += s.stop(start + 1500 * MS)
+    assert frames[-1].time_ns <= first_stamp + 1500 * MS < frames[-1].time_ns + NS // 30
+    assert len(frames) == 45

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -38,13 +39,14 @@ class BagPlayer(Node):
         for name, topic in playback.topics.items():
             cls = message_class(topic.msgtype)
             self._topic_publishers[name] = self.create_publisher(cls, name, qos_profile(topic.qos))
-        self._clock = None
+        self._clock_pub = None  # not `_clock`: that is the node's own clock in rclpy
         if playback.options.clock_hz > 0:
             # Reliable depth 1 matches both rclcpp's and rclpy's /clock subscriptions (best effort, depth 1).
-            self._clock = self.create_publisher(Clock, "/clock", QoSProfile(depth=1))
+            self._clock_pub = self.create_publisher(Clock, "/clock", QoSProfile(depth=1))
         self.published: Counter[str] = Counter()
         self._pass_start: float | None = None
         self._done = threading.Event()
+        self._clock_lock = threading.Lock()  # /clock runs forward: a pass start and the clock thread take turns
 
     def wait_for_subscribers(self, stop: Callable[[], bool]) -> bool:
         """Block until every played topic has a matched subscription (False when stopped first)."""
@@ -57,13 +59,18 @@ class BagPlayer(Node):
     def play(self, stop: Callable[[], bool]) -> None:
         """Publish every pass (one, or forever with --loop) until done or `stop()` turns true."""
         clock_thread = None
-        if self._clock is not None:
+        if self._clock_pub is not None:
             clock_thread = threading.Thread(target=self._clock_loop, name="bag-clock", daemon=True)
             clock_thread.start()
         try:
             for messages in self.playback.passes():
-                self._pass_start = time.monotonic()
-                for due in messages:
+                # The pass's timeline (and /clock) starts once its first message is read: opening the bag takes
+                # tens of ms, which would otherwise make the first messages late against /clock.
+                first = next(messages, None)
+                with self._clock_lock:
+                    self._pass_start = time.monotonic()
+                    self._publish_clock(self._pass_start)  # /clock runs before the first message goes out
+                for due in itertools.chain([first] if first is not None else [], messages):
                     if not self._sleep_until(self._pass_start + due.at_s, stop):
                         return
                     self._topic_publishers[due.topic].publish(due.raw)
@@ -92,17 +99,20 @@ class BagPlayer(Node):
                 return True
             time.sleep(min(left, _SLEEP_STEP_S))
 
+    def _publish_clock(self, pass_start: float) -> None:
+        if self._clock_pub is not None:
+            now_ns = self.playback.clock_ns(time.monotonic() - pass_start)
+            msg = Clock()
+            msg.clock.sec, msg.clock.nanosec = divmod(now_ns, NS)
+            self._clock_pub.publish(msg)
+
     def _clock_loop(self) -> None:
-        assert self._clock is not None
         period = 1.0 / self.playback.options.clock_hz
         next_tick = time.monotonic()
         while not self._done.is_set():
-            start = self._pass_start
-            if start is not None:
-                now_ns = self.playback.clock_ns(time.monotonic() - start)
-                msg = Clock()
-                msg.clock.sec, msg.clock.nanosec = divmod(now_ns, NS)
-                self._clock.publish(msg)
+            with self._clock_lock:
+                if self._pass_start is not None:
+                    self._publish_clock(self._pass_start)
             next_tick += period
             self._done.wait(max(0.0, next_tick - time.monotonic()))
 

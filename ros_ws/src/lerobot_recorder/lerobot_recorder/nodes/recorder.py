@@ -47,6 +47,7 @@ from lerobot_ros.executors import ThreadPoolExecutor
 from lerobot_ros.node_main import autostart, run_node
 from lerobot_ros.worker_guard import WorkerGuard
 
+WAITING_FOR_CLOCK = "waiting for /clock (use_sim_time is true and no clock message came yet)"
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 
 
@@ -79,7 +80,9 @@ class Recorder(LifecycleNode):
         self._sampler: LiveSampler | None = None
         self._sink: EpisodeSink | None = None
         self._workflow: EpisodeWorkflow | None = None
-        self._subscriptions: list[Any] = []
+        # Not `_subscriptions`: that is rclpy's list of the node's subscriptions (the executor waits on it);
+        # replacing it dropped the /clock subscription of use_sim_time, so sim time never advanced here.
+        self._contract_subscriptions: list[Any] = []
         self._tick_timer: Any = None
         self._typestore: Any = None
         self._header_topics: set[str] = set()
@@ -283,13 +286,15 @@ class Recorder(LifecycleNode):
         self._workflow = EpisodeWorkflow(config)
         if task:
             self._workflow.task = task
+        if self._now_ns() == 0:
+            self._workflow.message = WAITING_FOR_CLOCK
         self._by_topic = {}
         for feat in contract.features.values():
             self._by_topic.setdefault(feat.topic, []).append(feat)
         reliability = ReliabilityPolicy.RELIABLE if self._param("reliable") else ReliabilityPolicy.BEST_EFFORT
         qos = QoSProfile(depth=int(self._param("queue_depth")), reliability=reliability)
         for topic, feats in self._by_topic.items():
-            self._subscriptions.append(
+            self._contract_subscriptions.append(
                 self.create_subscription(
                     message_class(feats[0].type),
                     topic,
@@ -389,9 +394,9 @@ class Recorder(LifecycleNode):
 
     def release(self) -> None:
         """Stop subscriptions and close the dataset (an episode not yet saved is discarded)."""
-        for sub in self._subscriptions:
+        subscriptions, self._contract_subscriptions = self._contract_subscriptions, []
+        for sub in subscriptions:
             self.destroy_subscription(sub)
-        self._subscriptions = []
         if self._tick_timer is not None:
             self.destroy_timer(self._tick_timer)
             self._tick_timer = None
@@ -414,6 +419,10 @@ class Recorder(LifecycleNode):
         if sampler is None:
             return
         now = self._now_ns()
+        if now == 0:
+            # use_sim_time and no /clock yet (ROS time 0 is "not set"): no receive time to judge the stamp by, and
+            # no episode yet (one starts on a tick of that clock). Taking it would tie the stamps to time 0.
+            return
         try:
             stamp = header_stamp_ns(raw) if topic in self._header_topics and self._stamp_header else now
             payloads = {}
@@ -471,10 +480,13 @@ class Recorder(LifecycleNode):
                 return
             if workflow.state is State.RECORDING and sampler.active:
                 try:
-                    for frame in sampler.poll(self._now_ns()):
+                    end_ns = self._episode_start_ns + round(workflow.duration_s * NS)
+                    for frame in sampler.poll(self._now_ns(), end_ns):
                         sink.put_frame(frame)
                 except ClockJumpError as err:
                     self._on_clock_jump(str(err))
+            if workflow.message == WAITING_FOR_CLOCK:
+                workflow.message = ""  # the clock runs: this tick is on it
             problem = sink.counters.last_problem
             if problem and problem != self._last_problem:
                 self._last_problem = problem

@@ -365,22 +365,39 @@ class LiveSampler:
         self.last_rejection = f"{key}: {text}: sample ignored ({reason})"
         return reason
 
-    def poll(self, now_ns: int) -> list[AlignedFrame]:
-        """Frames that can be sampled at clock time `now_ns` (kept ones only; drops are counted in `report`)."""
+    def poll(self, now_ns: int, end_ns: int | None = None) -> list[AlignedFrame]:
+        """Frames that can be sampled at clock time `now_ns` (kept ones only; drops are counted in `report`).
+
+        `end_ns`: the clock time the episode is to end at; no frame after it is released (as `stop(end_ns)`
+        would not take it), however late the poll that ends the episode comes.
+        """
         if self._last_now is not None and now_ns < self._last_now - self.clock_jump_ns:
             back = (self._last_now - now_ns) / NS
             self._last_now = now_ns
             raise ClockJumpError(f"the clock went back {back:.3f} s (from a sim reset or a time source change)")
         self._last_now = now_ns if self._last_now is None else max(self._last_now, now_ns)
-        return self._release(now_ns - self._offset - self.latency_ns)
+        stop_at = None if end_ns is None else self._episode_end(end_ns)
+        return self._release(now_ns - self._offset - self.latency_ns, stop_at=stop_at)
+
+    def _episode_end(self, end_ns: int) -> int | None:
+        """The end on the stamps' clock of an episode ending at clock time `end_ns` (None: not in an episode).
+
+        The episode lasts `end_ns - start` of the recorder's clock from its start on the stamps' clock, whatever
+        the offset estimate learnt meanwhile (it drops as faster deliveries are seen, on sim time by up to a
+        /clock period): an estimate that moved must not lengthen or shorten the episode.
+        """
+        if self._start_ns is None:
+            return None
+        return self._start_ns + end_ns - self._start_clock_ns
 
     def stop(self, end_ns: int) -> list[AlignedFrame]:
         """End the episode at clock time `end_ns`: the remaining frames, up to the earliest last sample."""
         frames: list[AlignedFrame] = []
         if not self.waiting_for:
             limit = min(f.last_stamp_ns or 0 for f in self.report.features.values())
-            if not self._clock_changed:  # after a reset the clock reads the new stamps, the buffers hold old ones
-                limit = min(limit, end_ns - self._offset)
+            end = self._episode_end(end_ns)
+            if not self._clock_changed and end is not None:  # after a reset the buffers hold old stamps
+                limit = min(limit, end)
             frames = self._release(limit, stop_at=limit, force=True)
         self._start_ns = None
         for buf in self._buffers.values():
