@@ -130,3 +130,16 @@ def test_bad_prefix_is_refused_with_the_field() -> None:
         RtcPrefix(torch.zeros(3, 2), -1, 1)
     with pytest.raises(PolicyConfigError, match="NaN"):
         RtcPrefix(torch.full((3, 2), float("nan")), 1, 1)
+
+
+def test_a_relative_action_policy_takes_the_prefix_as_absolute_targets() -> None:
+    from lerobot_training.relative_actions import RelativeActions
+
+    policy = two_mode_policy()
+    policy.relative_actions = RelativeActions(("x",), (0,), (0,), ACTION_DIM)
+    state = torch.tensor([0.6, -0.2])
+    previous = torch.stack([torch.linspace(0.6, 1.0, 8), torch.linspace(-0.2, 0.2, 8)], dim=1)
+    policy.generator = torch.Generator().manual_seed(0)
+    chunk = policy.predict_chunk(observation(state), RtcPrefix(previous, inference_delay=3, execution_horizon=8))
+    # The frozen steps come back as the absolute targets handed in (offsets from the state, then the state added).
+    assert torch.allclose(chunk[:3], previous[:3], atol=1e-6)
