@@ -2,9 +2,10 @@
 
 The default run compares a tiny random ACT checkpoint (joints, block/goal positions) over three short episodes:
 serial through the lockstep bridge against two in-process envs, episode by episode down to the SHA-256 of every
-commanded target and the bytes of the episode video. The longer checks run with LEROBOT_ROS_PARALLEL_EVAL=1 (or
--m parallel_eval): the same with a camera policy, and the scripted pick-and-place expert as a chunk policy (episodes
-succeed, end at different steps, and envs pick up the next seed mid-run) on 1, 2 and 3 envs.
+commanded target and of every observation (camera frames included). The longer checks run with
+LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval): the same with a camera policy, and the scripted pick-and-place
+expert as a chunk policy (episodes succeed, end at different steps, and envs pick up the next seed mid-run) on 1, 2
+and 3 envs.
 """
 
 from __future__ import annotations
@@ -101,13 +102,14 @@ def _compare_serial_and_two_envs(checkpoint: Path, tmp_path: Path, ros_env: Any,
     parallel = _eval(ros_env, tmp_path / "parallel", str(checkpoint), *common, "--num-envs", "2")
     assert parallel["num_envs"] == 2 and parallel["policy_batch_sizes"]["max"] == 2
     assert [e["seed"] for e in serial["per_episode"]] == [7, 8, 9]
-    # Same seeds, same steps, same returns and chunks, and the same commanded targets to the last bit.
+    # Same seeds, steps, returns and chunks; the same observations (joints, block/goal, every camera frame, as
+    # rendered by the bridge and by the workers) and the same commanded targets, to the last bit.
     assert parallel["per_episode"] == serial["per_episode"]
-    assert len({e["targets_sha256"] for e in serial["per_episode"]}) == 3  # the episodes differ from each other
+    for key in ("targets_sha256", "observations_sha256"):  # the episodes differ from each other
+        assert len({e[key] for e in serial["per_episode"]}) == 3
     assert parallel["chunks"] == serial["chunks"]
-    # The camera frames the episodes saw (rendered by the bridge, and by the workers) are the same too.
-    for name in (f"episode_{i:03d}.mp4" for i in range(int(videos))):
-        assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes()
+    # (The MP4s themselves are not compared: libx264's threaded encoding differs from run to run.)
+    assert len(parallel["videos"]) == len(serial["videos"]) == int(videos)
 
 
 @pytest.mark.ros

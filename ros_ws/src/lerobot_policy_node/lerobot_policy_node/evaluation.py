@@ -217,6 +217,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
             frames: list[np.ndarray] = []
             total, success, steps = 0.0, False, 0
             targets = hashlib.sha256()  # the commanded targets, bit for bit (serial and --num-envs compare equal)
+            seen = hashlib.sha256()  # and every observation, camera frames included
             horizon = 0
             for step in range(settings.max_steps):
                 now = step * period_ns
@@ -235,6 +236,8 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
                 if target is None:
                     raise CommandError("the policy produced no usable chunk for the first step of an episode")
                 targets.update(np.asarray(target, dtype=np.float64).tobytes())
+                for key in sorted(observation):
+                    seen.update(np.ascontiguousarray(observation[key]).tobytes())
                 if camera_key is not None and index < settings.videos:
                     frames.append(np.asarray(observation[camera_key], dtype=np.uint8))
                 observation, reward, terminated, truncated, info = env.step(target)
@@ -250,7 +253,8 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
             totals["max_inner_step"] = max(totals["max_inner_step"], stats.max_inner_step)
             episodes.append({"index": index, "seed": settings.seed + index, "return": total, "success": success,
                              "steps": steps, "chunks": stats.chunks_accepted,
-                             "targets_sha256": targets.hexdigest()})  # fmt: skip
+                             "targets_sha256": targets.hexdigest(),
+                             "observations_sha256": seen.hexdigest()})  # fmt: skip
             progress(f"episode {index}: {'success' if success else 'failure'}, return {total:.3f}, {steps} steps")
             if frames:
                 path = settings.output_dir / f"episode_{index:03d}.mp4"

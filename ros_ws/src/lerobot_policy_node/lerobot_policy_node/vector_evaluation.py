@@ -148,6 +148,7 @@ class _Episode:
     horizon: int = 0
     frames: list[np.ndarray] = field(default_factory=list)
     targets: Any = field(default_factory=hashlib.sha256)
+    observations: Any = field(default_factory=hashlib.sha256)
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,8 @@ def run_vector_episodes(
                     raise ValueError("the policy produced no usable chunk for the first step of an episode")
                 targets[env] = target
                 episode.targets.update(np.asarray(target, dtype=np.float64).tobytes())
+                for key in sorted(observations):
+                    episode.observations.update(np.ascontiguousarray(observations[key][env]).tobytes())
                 if camera_key is not None and episode.index < videos:
                     episode.frames.append(np.asarray(observations[camera_key][env], dtype=np.uint8))
             observations, rewards, terminated, truncated, infos = envs.step(targets)
@@ -297,7 +300,8 @@ def _finish(
     episodes[episode.index] = {"index": episode.index, "seed": episode.seed, "return": episode.total,
                                "success": episode.success, "steps": episode.step,
                                "chunks": stats.chunks_accepted,
-                               "targets_sha256": episode.targets.hexdigest()}  # fmt: skip
+                               "targets_sha256": episode.targets.hexdigest(),
+                               "observations_sha256": episode.observations.hexdigest()}  # fmt: skip
     if episode.frames:
         frames[episode.index] = episode.frames
     progress(
