@@ -28,3 +28,13 @@ def test_a_malformed_image_is_a_bad_frame_not_a_dead_sink_thread(recorder: Recor
         values.build(frame)
     good = AlignedFrame(1, 1_700_000_000 * NS, {key: Pick(Sample(1_700_000_000 * NS, 2, raw))})
     assert values.build(good)[key].shape == (8, 8, 3)
+
+
+def test_a_topic_name_with_a_line_break_still_gives_a_one_line_error() -> None:
+    """bag_metadata seed 2 input 3508: metadata listing a topic named "\\n" made "has no topic" a two-line error."""
+    from fuzz_harness import reproduce
+    from test_fuzz import TARGETS
+
+    outcome, _, detail = reproduce(TARGETS["bag_metadata"], 2, 3508)
+    assert outcome == "clear_error", detail
+    assert "(topics: \\n, /follower/joint_commands" in detail
