@@ -25,7 +25,10 @@ from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatch
 from lerobot_recorder.view.entities import ROS_TIME, Chunk, ChunkOverlay, TopicCounter, ViewLogger, layout
 from lerobot_ros.message_conversion import import_message_type
 
-SENSOR_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+# Vector streams keep a second of samples at 100 Hz (a busy machine delivers them in bursts); images only the
+# newest (the image thread logs the newest picture per camera anyway).
+VECTOR_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT)
+IMAGE_QOS = QoSProfile(depth=2, reliability=ReliabilityPolicy.BEST_EFFORT)
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 EVENT_QOS = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE)
@@ -93,11 +96,11 @@ class Viewer(Node):
             if feature.is_image:
                 self._images[feature.key] = None
                 self.images_seen[feature.key] = 0
-                self.create_subscription(msg_type, feature.topic, self._image_callback(feature), SENSOR_QOS, raw=True)
+                self.create_subscription(msg_type, feature.topic, self._image_callback(feature), IMAGE_QOS, raw=True)
             else:
                 self._vectors[feature.key] = []
                 vectors[feature.key] = list(feature.names or feature.joints or ())
-                self.create_subscription(msg_type, feature.topic, self._vector_callback(feature), SENSOR_QOS)
+                self.create_subscription(msg_type, feature.topic, self._vector_callback(feature), VECTOR_QOS)
         chunk_names = list(self._action.names or self._action.joints or ()) if self._action is not None else []
         view.log_styles(vectors, chunk_names)
         cameras = [f.key for f in contract.features.values() if f.is_image]
@@ -112,7 +115,10 @@ class Viewer(Node):
             self.create_subscription(RecorderStatus, f"{recorder}/episode_start", self._on_episode_start, EVENT_QOS)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, EVENT_QOS)
         self.create_timer(FLUSH_PERIOD_S, self._flush_vectors)
-        self.create_timer(1.0 / float(rate), self._log_images)
+        self._image_period_s = 1.0 / float(rate)
+        self._stop = threading.Event()
+        self._image_thread = threading.Thread(target=self._image_loop, name="view-images", daemon=True)
+        self._image_thread.start()
         self.create_timer(TABLE_PERIOD_S, self._log_topics)
 
     def _elapsed(self) -> float:
@@ -166,6 +172,16 @@ class Viewer(Node):
             feature = self.contract.features[key]
             names = list(feature.names or feature.joints or ())
             self.view.log_vectors(key, names, [t for t, _ in samples], np.stack([v for _, v in samples]))
+
+    def _image_loop(self) -> None:
+        """Decode and log the newest picture per camera every image period, off the executor's thread (so a
+        slow decode or JPEG encode never delays the subscriptions)."""
+        while not self._stop.wait(self._image_period_s):
+            try:
+                self._log_images()
+            except Exception as err:  # the thread must not die silently: report it and keep viewing
+                reason = f"{type(err).__name__}: {err}"
+                self.get_logger().error(f"logging images failed: {reason}", throttle_duration_sec=5.0)
 
     def _log_images(self) -> None:
         with self._lock:
@@ -243,6 +259,8 @@ class Viewer(Node):
 
     def finish(self) -> dict[str, Any]:
         """Flush what is buffered, draw the last chunk; returns per-topic counts (the command prints them)."""
+        self._stop.set()
+        self._image_thread.join(timeout=10)
         self._flush_vectors()
         self._log_images()
         self.view.log_chunk_segments(self._overlay.finish())
