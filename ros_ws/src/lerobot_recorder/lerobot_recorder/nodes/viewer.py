@@ -176,7 +176,11 @@ class Viewer(Node):
     def _image_loop(self) -> None:
         """Decode and log the newest picture per camera every image period, off the executor's thread (so a
         slow decode or JPEG encode never delays the subscriptions)."""
-        while not self._stop.wait(self._image_period_s):
+        next_tick = time.monotonic() + self._image_period_s
+        while not self._stop.wait(max(0.0, next_tick - time.monotonic())):
+            # A fixed-rate schedule: the time spent logging counts towards the period; a late tick is not
+            # made up (the newest picture is what matters).
+            next_tick = max(next_tick + self._image_period_s, time.monotonic())
             try:
                 self._log_images()
             except Exception as err:  # the thread must not die silently: report it and keep viewing
