@@ -33,9 +33,9 @@ from lerobot_policy_node.core.errors import ChunkRejected
 from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy, RemotePolicy
 
-# Measured resident memory of one worker (spawned interpreter, MuJoCo model, EGL renderer of a 320x240 camera,
-# shared observation buffers): 0.27 GiB on this machine (bench/bench_parallel_eval.py); rounded up for headroom.
-WORKER_MEMORY_BYTES = 400 * 1024**2
+# Resident memory of one worker (spawned interpreter, MuJoCo model, Mesa EGL renderer of a 320x240 camera, message
+# types): measured 0.58 GiB RSS, 0.48 GiB of it its own (psutil USS), on the SO-101 sim; rounded up.
+WORKER_MEMORY_BYTES = 640 * 1024**2
 # More workers than this many per core only queue for the same cores (and each holds its memory).
 WORKERS_PER_CORE = 4
 AUTO = "auto"
