@@ -164,6 +164,27 @@ def test_replay_on_the_sim_bridge(processes: Any, ros_node: Any, tmp_path: Path)
     check_tracking(ros_node, processes, dataset, "--output", "joint_commands", "--robot-config", robot)
 
 
+@pytest.mark.ros
+def test_use_sim_time_without_a_clock_is_one_line(processes: Any, ros_node: Any, tmp_path: Path) -> None:
+    """On sim time the replay waits for /clock: a chunk stamped at the unset time 0 was refused by the executor
+    ("stamp") and the command then waited out the whole episode with the robot still."""
+    from sensor_msgs.msg import JointState
+
+    publisher = ros_node.create_publisher(JointState, "/follower/joint_states", 10)
+    state = JointState(name=list(JOINTS), position=[0.0] * 6)
+    ros_node.create_timer(0.05, lambda: publisher.publish(state))  # a robot, but nothing publishes /clock
+    dataset = write_episode(tmp_path / "d", REPO / "config/contracts/so101.yaml", np.zeros(6), seconds=0.2)
+    robot = str(REPO / "config/robots/so101_sim.yaml")  # joints and limits, no calibration needed
+    replay = processes.start(
+        [venv_script("lerobot-ros"), "replay", str(dataset), "--episode", "0", "--robot-config", robot,
+         "--use-sim-time", "--wait", "3"],
+        name="replay",
+    )  # fmt: skip
+    assert replay.wait(60) == 2, replay.output()[-3000:]
+    assert "--use-sim-time: no /clock within 3.0 s" in replay.output()
+    assert "chunk rejected" not in replay.output()
+
+
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from lerobot_ros.cli import main
 

@@ -188,10 +188,17 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
             raise CommandError("the action executor did not start (see its log above)")
         state_topic = f"{namespace.rstrip('/')}/joint_states"
         deadline = time.monotonic() + args.wait
-        while not measured or chunk_pub.get_subscription_count() == 0:
+        # On sim time a clock at 0 has not been set yet: a chunk stamped 0 is refused, and an executor at 0
+        # would take a chunk from the sim's time as from the future.
+        clocks = [n.get_clock() for n in (node, executor_node) if n is not None]
+        while not measured or chunk_pub.get_subscription_count() == 0 or any(c.now().nanoseconds == 0 for c in clocks):
             if stop.is_set():
                 raise CommandError("stopped before the replay started", exit_code=1)
             if time.monotonic() > deadline:
+                if any(c.now().nanoseconds == 0 for c in clocks):
+                    raise CommandError(
+                        f"--use-sim-time: no /clock within {args.wait} s; is the simulation publishing /clock?"
+                    )
                 if not measured:
                     raise CommandError(
                         f"no joint_states with joints {list(joints)} on {state_topic} within {args.wait} s: is the "
