@@ -159,12 +159,17 @@ def _run_vector(
         raise CommandError(str(err)) from None
     progress(f"{settings.episodes} episodes on {num_envs} envs in lockstep (in-process, one worker each)")
     action = contract.features["action"]
-    result = vector.run_vector_episodes(
-        policy=policy, env_factory=factory, num_envs=num_envs,
-        seeds=[settings.seed + i for i in range(settings.episodes)], max_steps=settings.max_steps,
-        period_ns=round(NS / fps), joint_names=tuple(action.dataset_names or ()), blend=settings.blend,
-        threshold=settings.threshold, camera_key=camera_key, videos=settings.videos, progress=progress,
-    )  # fmt: skip
+    from lerobot_sim_bridge.errors import SimBridgeError
+
+    try:
+        result = vector.run_vector_episodes(
+            policy=policy, env_factory=factory, num_envs=num_envs,
+            seeds=[settings.seed + i for i in range(settings.episodes)], max_steps=settings.max_steps,
+            period_ns=round(NS / fps), joint_names=tuple(action.dataset_names or ()), blend=settings.blend,
+            threshold=settings.threshold, camera_key=camera_key, videos=settings.videos, progress=progress,
+        )  # fmt: skip
+    except SimBridgeError as err:  # raised in a worker (no GL, unknown env id, ...), re-raised here by gymnasium
+        raise CommandError(f"evaluation on {num_envs} envs stopped: {err}", exit_code=1) from None
     videos = []
     for index, frames in sorted(result.frames.items()):
         path = settings.output_dir / f"episode_{index:03d}.mp4"

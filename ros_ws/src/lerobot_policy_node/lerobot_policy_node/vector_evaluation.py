@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,7 +186,31 @@ def run_vector_episodes(
     num_envs = min(num_envs, len(seeds))
     batch_policy = BatchPolicy(policy, num_envs)
     started = time.perf_counter()
-    envs = (make_vector_env or default_vector_env)(num_envs, env_factory)
+    with warnings.catch_warnings():
+        # gymnasium logs a worker's traceback as warnings before re-raising its exception here; the caller reports
+        # the exception itself (one line).
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"gymnasium\.vector\.async_vector_env")
+        return _run(
+            batch_policy, (make_vector_env or default_vector_env)(num_envs, env_factory), num_envs, seeds, max_steps,
+            period_ns, joint_names, blend, threshold, camera_key, videos, progress, started,
+        )  # fmt: skip
+
+
+def _run(
+    batch_policy: BatchPolicy,
+    envs: Any,
+    num_envs: int,
+    seeds: Sequence[int],
+    max_steps: int,
+    period_ns: int,
+    joint_names: tuple[str, ...],
+    blend: str,
+    threshold: float,
+    camera_key: str | None,
+    videos: int,
+    progress: Callable[[str], None],
+    started: float,
+) -> VectorEvalResult:
     episodes: dict[int, dict[str, Any]] = {}
     frames: dict[int, list[np.ndarray]] = {}
     inference_s: list[float] = []
