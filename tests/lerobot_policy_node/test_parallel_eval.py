@@ -175,6 +175,19 @@ def test_the_cli_refuses_more_envs_than_the_machine_holds_in_one_line(ros_env: A
     assert len(lines) == 1 and "--num-envs 100000" in lines[0] and "at most" in lines[0], lines
 
 
+@pytest.mark.parallel_eval
+@pytest.mark.skipif(not LONG, reason="spawns a worker (~15 s): LEROBOT_ROS_PARALLEL_EVAL=1 runs it")
+def test_a_worker_that_cannot_render_ends_the_evaluation_in_one_line(tmp_path: Path) -> None:
+    argv = [_lerobot_ros(), "eval", "scripted", "--episodes", "1", "--max-steps", "3", "--num-envs", "1",
+            "--output-dir", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "MUJOCO_GL": "nonsense"}
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "Received the following error" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("lerobot-ros eval: error: evaluation on 1 envs stopped")
+    assert "MUJOCO_GL is 'nonsense'" in result.stderr
+
+
 def test_the_sim_env_refuses_features_the_bridge_does_not_publish(contract: dict[str, Any]) -> None:
     odd = json.loads(json.dumps(contract))
     odd["features"]["observation.images.front"]["shape"] = [480, 640, 3]
