@@ -75,9 +75,9 @@ class HeadlessPage:
             time.sleep(0.2)
         raise RuntimeError(f"chromium gave no DevTools page within {timeout} s (exit {self.proc.poll()})")
 
-    def screenshot(self) -> np.ndarray:
-        """The page as an (H, W, 3) uint8 RGB array."""
-        return asyncio.run(self._screenshot())
+    def screenshot(self, timeout: float = 60.0) -> np.ndarray:
+        """The page as an (H, W, 3) uint8 RGB array (TimeoutError when the page does not answer in time)."""
+        return asyncio.run(asyncio.wait_for(self._screenshot(), timeout))
 
     async def _screenshot(self) -> np.ndarray:
         import websockets

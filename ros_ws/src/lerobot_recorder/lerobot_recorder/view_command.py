@@ -36,10 +36,20 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jpeg-quality",
         type=int,
-        default=0,
+        default=None,
         metavar="Q",
-        help="send camera pictures as JPEG of this quality (1..100; less data for --web/--connect); 0 = raw",
+        help="camera pictures as JPEG of this quality (1..100), 0 = raw; default: 85 with --web (a browser "
+        "takes raw pictures slowly), else raw",
     )
+
+
+def _jpeg_quality(args: argparse.Namespace) -> int:
+    """--jpeg-quality, or its default: JPEG 85 for the web viewer, raw pictures otherwise."""
+    if args.jpeg_quality is None:
+        return 85 if args.web else 0
+    if not 0 <= args.jpeg_quality <= 100:
+        raise CommandError(f"--jpeg-quality {args.jpeg_quality}: give 1..100, or 0 for raw pictures")
+    return int(args.jpeg_quality)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,8 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"--image-rate {args.image_rate}: give 0.1..120 pictures per second")
     if args.duration < 0:
         raise CommandError("--duration must be >= 0")
-    if not 0 <= args.jpeg_quality <= 100:
-        raise CommandError(f"--jpeg-quality {args.jpeg_quality}: give 1..100, or 0 for raw pictures")
+    jpeg_quality = _jpeg_quality(args)
     from lerobot_recorder.contract import ContractError, load_contract
 
     try:
@@ -100,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         node = Viewer(
             contract,
-            ViewLogger(rec, jpeg_quality=args.jpeg_quality),
+            ViewLogger(rec, jpeg_quality=jpeg_quality),
             parameter_overrides=[
                 Parameter("image_rate_hz", value=float(args.image_rate)),
                 Parameter("chunk_topic", value=str(args.chunk_topic)),
@@ -172,7 +181,7 @@ def run_dataset_view(args: argparse.Namespace) -> int:
     with reader:
         try:
             view = log_episode(
-                ViewLogger(rec, timeline=EPISODE_TIME, jpeg_quality=args.jpeg_quality),
+                ViewLogger(rec, timeline=EPISODE_TIME, jpeg_quality=_jpeg_quality(args)),
                 reader,
                 args.episode,
                 image_stride=stride,

@@ -208,7 +208,11 @@ class Viewer(Node):
         self.view.log_document("view/topics", self.counter.table(elapsed), static=False, t_s=self._now_s())
         if elapsed < MISSING_AFTER_S:
             return
-        for topic in self.counter.missing():
+        missing = self.counter.missing()
+        for topic in sorted(self._announced_missing - set(missing)):
+            self._announced_missing.discard(topic)
+            self.view.log_text("view/problems", self._now_s(), f"{topic} publishes now", "INFO")
+        for topic in missing:
             if topic not in self._announced_missing:
                 self._announced_missing.add(topic)
                 text = f"no message on {topic} ({self.counter.topics[topic]}) yet: shown as missing"
