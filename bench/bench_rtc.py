@@ -57,7 +57,15 @@ SERVO_GAIN = 0.6  # fraction of the distance to the target covered per tick
 THRESHOLD = 0.5
 MARGIN_S = 0.03
 DELAYS = (0.1, 0.2, 0.4)
-MODES = (BlendMode.REPLACE, BlendMode.CROSSFADE, BlendMode.ENSEMBLE, BlendMode.RTC)
+# (label, executor blend, rtc start_noise_level): rtc as in the paper (from pure noise), and warm-started.
+WARM_LEVEL = 0.5
+MODES = (
+    ("replace", BlendMode.REPLACE, 1.0),
+    ("crossfade", BlendMode.CROSSFADE, 1.0),
+    ("ensemble", BlendMode.ENSEMBLE, 1.0),
+    ("rtc", BlendMode.RTC, 1.0),
+    (f"rtc_warm{WARM_LEVEL:g}", BlendMode.RTC, WARM_LEVEL),
+)
 NAMES = ("x", "y")
 
 
@@ -131,7 +139,7 @@ def train_policy(steps: int, directory: Path, seed: int = 0) -> dict[str, Any]:
 
 
 def run_episode(
-    policy: CheckpointPolicy, mode: BlendMode, delay_s: float, seed: int
+    policy: CheckpointPolicy, mode: BlendMode, delay_s: float, seed: int, start_noise_level: float = 1.0
 ) -> tuple[dict[str, Any], list[float]]:
     """One closed-loop episode on a simulated clock; returns its metrics and the inference wall times."""
     rng = np.random.default_rng(seed)
@@ -140,7 +148,7 @@ def run_episode(
     executor = ChunkExecutor(ExecutorConfig(joint_names=NAMES, blend=mode, crossfade_s=0.1, ensemble_coeff=0.01))
     position = start.copy()
     executor.reset(position, 0)
-    rtc = RtcSettings(max_guidance_weight=5.0) if mode is BlendMode.RTC else None
+    rtc = RtcSettings(max_guidance_weight=5.0, start_noise_level=start_noise_level) if mode is BlendMode.RTC else None
     last: tuple[int, np.ndarray] | None = None  # (stamp, actions) of the last chunk that arrived
     pending: tuple[int, int, np.ndarray] | None = None  # (arrival, stamp, actions) of the inference running
     commands, switches, inference_s = [], [], []
@@ -218,28 +226,32 @@ def main() -> int:
     parser.add_argument("--train-steps", type=int, default=2000)
     parser.add_argument("--quick", action="store_true", help="3 episodes, 300 training steps (a smoke run)")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--checkpoint", type=Path, help="keep the trained policy here (reused when it exists)")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.train_steps = 3, 300
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp) / "pretrained_model"
-        training = train_policy(args.train_steps, directory)
-        print(f"trained {training['steps']} steps in {training['seconds']:.0f} s, loss {training['final_loss']:.4f}")
+        directory = args.checkpoint or Path(tmp) / "pretrained_model"
+        if (directory / "config.json").is_file():
+            training = {"steps": None, "seconds": 0.0, "final_loss": None, "reused": str(directory)}
+        else:
+            training = train_policy(args.train_steps, directory)
+        print(f"policy: {training}")
         policy = CheckpointPolicy(directory)
         results: list[dict[str, Any]] = []
         for delay in DELAYS:
-            for mode in MODES:
+            for label, mode, level in MODES:
                 episodes, times = [], []
                 for index in range(args.episodes):
-                    metrics, inference = run_episode(policy, mode, delay, seed=1000 + index)
+                    metrics, inference = run_episode(policy, mode, delay, seed=1000 + index, start_noise_level=level)
                     episodes.append(metrics)
                     times += inference
-                entry = {"blend": mode.value, "delay_s": delay, **summarize(episodes),
+                entry = {"blend": label, "start_noise_level": level, "delay_s": delay, **summarize(episodes),
                          "inference_wall_s_mean": float(np.mean(times)), "per_episode": episodes}  # fmt: skip
                 results.append(entry)
                 print(
-                    f"delay {delay:.1f} s {mode.value:9s}: success {entry['success_rate']:.2f}, seam "
+                    f"delay {delay:.1f} s {label:12s}: success {entry['success_rate']:.2f}, seam "
                     f"{entry['seam_step_mean']:.4f} ({entry['seam_over_median_inner_step_mean']:.1f}x inner), jerk "
                     f"{entry['jerk_rms_mean']:.1f}, inference {entry['inference_wall_s_mean'] * 1000:.0f} ms",
                     flush=True,

@@ -143,3 +143,27 @@ def test_a_relative_action_policy_takes_the_prefix_as_absolute_targets() -> None
     chunk = policy.predict_chunk(observation(state), RtcPrefix(previous, inference_delay=3, execution_horizon=8))
     # The frozen steps come back as the absolute targets handed in (offsets from the state, then the state added).
     assert torch.allclose(chunk[:3], previous[:3], atol=1e-6)
+
+
+def test_a_warm_start_keeps_the_previous_chunks_mode() -> None:
+    """From pure noise (the paper) the guided chunk joins without a seam but may switch modes; started from the
+    previous chunk at half the noise it keeps the mode."""
+
+    def mode_of(chunk: Tensor, state: Tensor) -> int:
+        return 1 if float(chunk[-1, 0] - state[0]) > 0 else -1
+
+    policy = two_mode_policy()
+    start, executed, delay = torch.tensor([0.2, -0.4]), 5, 3
+    switched = {1.0: 0, 0.5: 0}
+    for seed in range(8):
+        policy.generator = torch.Generator().manual_seed(seed)
+        old = policy.predict_chunk(observation(start))
+        state = old[executed]
+        for level in switched:
+            policy.generator = torch.Generator().manual_seed(100 + seed)
+            prefix = RtcPrefix(old[executed:], delay, executed, start_noise_level=level)
+            new = policy.predict_chunk(observation(state), prefix)
+            assert torch.allclose(new[:delay], old[executed : executed + delay], atol=1e-6)
+            switched[level] += mode_of(new, state) != mode_of(old, start)
+    assert switched[0.5] == 0
+    assert switched[1.0] > 0

@@ -53,7 +53,7 @@ def test_prefix_uses_the_override_and_never_freezes_more_than_is_left():
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [({"inference_delay": -2}, "rtc_inference_delay"), ({"execution_horizon": 0}, "rtc_execution_horizon"),
-     ({"max_guidance_weight": 0.0}, "rtc_max_guidance_weight")],
+     ({"max_guidance_weight": 0.0}, "rtc_max_guidance_weight"), ({"start_noise_level": 0.0}, "rtc_start_noise_level")],
 )  # fmt: skip
 def test_settings_name_the_bad_parameter(kwargs, field):
     with pytest.raises(PolicyConfigError, match=field):

@@ -365,6 +365,7 @@ class DiffusionModel(nn.Module):
         global_cond: Tensor,
         generator: torch.Generator | None = None,
         guide: tuple[Tensor, Tensor, float] | None = None,
+        warm_start: tuple[Tensor, float] | None = None,
     ) -> Tensor:
         """Run the sampler from Gaussian noise to a normalised (B, horizon, action_dim) trajectory.
 
@@ -387,6 +388,12 @@ class DiffusionModel(nn.Module):
 
         The DDIM/DDPM step then continues from the guided x̂0 with the noise that makes x_t from it, i.e. along
         the guided score.
+
+        `warm_start` = (trajectory (B, horizon, action_dim), level in (0, 1]): run only the last `level` of the
+        sampler's steps, starting from that trajectory noised to the first of them (SDEdit, Meng et al. 2022).
+        Not in the paper: on a bimodal task the guidance above keeps the seam small but does not stop the new
+        chunk from switching modes, because the sampler picks a mode in its first, noisiest steps; starting
+        from the previous chunk at a lower noise level keeps its mode (`rtc.py`).
         """
         config = self.config
         scheduler = self.noise_scheduler
@@ -397,7 +404,13 @@ class DiffusionModel(nn.Module):
             device=global_cond.device,
             dtype=global_cond.dtype,
         )
-        for t in scheduler.timesteps(steps):
+        timesteps = scheduler.timesteps(steps)
+        if warm_start is not None:
+            start, level = warm_start
+            timesteps = timesteps[max(0, min(steps - 1, round(steps * (1.0 - level)))) :]
+            alpha = scheduler.alphas_cumprod.to(trajectory.device)[timesteps[0]].to(trajectory.dtype)
+            trajectory = alpha.sqrt() * start + (1 - alpha).sqrt() * trajectory
+        for t in timesteps:
             timestep = torch.full((trajectory.shape[0],), t, dtype=torch.long, device=trajectory.device)
             if guide is None:
                 output = self.unet(trajectory, timestep, global_cond)
@@ -523,7 +536,14 @@ class DiffusionPolicy(Policy):
             prefix.inference_delay, prefix.execution_horizon, chunk_length, steps
         )
         guide = (target.expand(global_cond.shape[0], -1, -1), weights, prefix.max_guidance_weight)
-        trajectory = self.diffusion.sample(global_cond, self.generator, guide)
+        warm_start = None
+        if prefix.start_noise_level < 1.0:
+            # The previous chunk, its last step held past its end (and before the observation, its first).
+            start = target.clone()
+            start[offset + steps :] = target[offset + steps - 1]
+            start[:offset] = target[offset]
+            warm_start = (start.expand(global_cond.shape[0], -1, -1), prefix.start_noise_level)
+        trajectory = self.diffusion.sample(global_cond, self.generator, guide, warm_start)
         actions = self.normalizer.unnormalize_value(ACTION, trajectory)[:, offset:].clone()
         frozen = frozen_steps(prefix, chunk_length)
         actions[:, :frozen] = previous[:frozen]

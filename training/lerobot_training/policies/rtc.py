@@ -36,13 +36,17 @@ class RtcPrefix:
     `actions`: (L, action_dim) in dataset units, the previous chunk's remaining steps, row 0 at the time of the
     observation the new chunk is computed from (the policy node interpolates them onto that grid).
     `inference_delay` (d): steps that execute while the inference runs (frozen); `execution_horizon` (s): the
-    overlap ends at ``H - s``; `max_guidance_weight` (beta): cap of the guidance weight.
+    overlap ends at ``H - s``; `max_guidance_weight` (beta): cap of the guidance weight. `start_noise_level` in
+    (0, 1]: 1 samples from pure noise, as the paper; below 1 the sampler starts from the previous chunk (its
+    last step held past its end) noised to that fraction of the schedule and runs only that fraction of its
+    steps, which keeps the previous chunk's mode (not in the paper; see `DiffusionModel.sample`).
     """
 
     actions: Tensor
     inference_delay: int
     execution_horizon: int
     max_guidance_weight: float = DEFAULT_MAX_GUIDANCE_WEIGHT
+    start_noise_level: float = 1.0
 
     def __post_init__(self) -> None:
         if self.actions.dim() != 2 or self.actions.shape[0] < 1:
@@ -57,6 +61,8 @@ class RtcPrefix:
             raise PolicyConfigError(f"RTC execution_horizon must be >= 1 step, got {self.execution_horizon}")
         if not (math.isfinite(self.max_guidance_weight) and self.max_guidance_weight > 0):
             raise PolicyConfigError(f"RTC max_guidance_weight must be > 0, got {self.max_guidance_weight}")
+        if not 0.0 < self.start_noise_level <= 1.0:
+            raise PolicyConfigError(f"RTC start_noise_level must be in (0, 1], got {self.start_noise_level}")
 
 
 def prefix_weights(inference_delay: int, execution_horizon: int, chunk_length: int, prefix_length: int) -> Tensor:

@@ -216,6 +216,7 @@ class CheckpointPolicy:
                     prefix.inference_delay,
                     prefix.execution_horizon,
                     prefix.max_guidance_weight,
+                    prefix.start_noise_level,
                 )
                 chunk = self._policy.predict_chunk(values, guide)
         return np.asarray(chunk.detach().to("cpu").numpy(), dtype=np.float64)

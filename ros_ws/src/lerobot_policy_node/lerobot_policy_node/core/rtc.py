@@ -28,11 +28,13 @@ FloatArray = npt.NDArray[np.float64]
 class RtcSettings:
     """`inference_delay` (d, steps; None = measured per inference), `execution_horizon` (s, steps; None = the steps
     the previous chunk has already run when the observation is taken, i.e. the overlap is all it has left),
-    `max_guidance_weight` (beta)."""
+    `max_guidance_weight` (beta), `start_noise_level` (1 = sample from pure noise, as the paper; below 1 start from
+    the previous chunk noised to that fraction of the schedule, which keeps its mode)."""
 
     inference_delay: int | None = None
     execution_horizon: int | None = None
     max_guidance_weight: float = DEFAULT_MAX_GUIDANCE_WEIGHT
+    start_noise_level: float = 1.0
 
     def __post_init__(self) -> None:
         if self.inference_delay is not None and self.inference_delay < 0:
@@ -45,17 +47,20 @@ class RtcSettings:
             )
         if not (math.isfinite(self.max_guidance_weight) and self.max_guidance_weight > 0):
             raise PolicyConfigError(f"rtc_max_guidance_weight: must be > 0, got {self.max_guidance_weight}")
+        if not 0.0 < self.start_noise_level <= 1.0:
+            raise PolicyConfigError(f"rtc_start_noise_level: must be in (0, 1], got {self.start_noise_level}")
 
 
 @dataclass(frozen=True)
 class ChunkPrefix:
     """What a policy that inpaints gets with an observation: `actions` (L, action_dim) in the policy's units, row 0
-    at the observation's time, and the paper's d, s and beta."""
+    at the observation's time, the paper's d, s and beta, and where the sampler starts (`RtcSettings`)."""
 
     actions: FloatArray
     inference_delay: int
     execution_horizon: int
     max_guidance_weight: float
+    start_noise_level: float = 1.0
 
 
 def remaining_steps(actions: FloatArray, stamp_ns: int, period_ns: int, observation_ns: int) -> FloatArray:
@@ -86,4 +91,6 @@ def make_prefix(settings: RtcSettings, previous: FloatArray, horizon: int, measu
     horizon_s = (
         settings.execution_horizon if settings.execution_horizon is not None else max(horizon - len(previous), 1)
     )
-    return ChunkPrefix(previous[:horizon].copy(), delay, horizon_s, settings.max_guidance_weight)
+    return ChunkPrefix(
+        previous[:horizon].copy(), delay, horizon_s, settings.max_guidance_weight, settings.start_noise_level
+    )

@@ -302,6 +302,15 @@ class PolicyNode(LifecycleNode):
         )
         declare(
             self,
+            "rtc_start_noise_level",
+            1.0,
+            "RTC: 1 = sample from pure noise (the paper); below 1 = from the previous chunk noised to this level",
+            read_only=True,
+            low=0.01,
+            high=1.0,
+        )
+        declare(
+            self,
             "remote_timeout",
             5.0,
             "per-call timeout of a grpc:// policy server (s)",
@@ -404,6 +413,7 @@ class PolicyNode(LifecycleNode):
             inference_delay=None if delay < 0 else delay,
             execution_horizon=None if horizon == 0 else horizon,
             max_guidance_weight=float(self._param("rtc_max_guidance_weight")),
+            start_noise_level=float(self._param("rtc_start_noise_level")),
         )
 
     def _rtc_prefix(self, observation_ns: int, now_ns: int) -> ChunkPrefix | None:
