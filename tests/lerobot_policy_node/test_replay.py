@@ -129,7 +129,8 @@ def check_tracking(ros_node: Any, processes: Any, dataset: Path, *extra: str) ->
     motion = np.ptp(recorded, axis=0)
     rms = np.sqrt(np.mean(error**2, axis=0))
     # The robot follows the recorded trajectory: error small against how far each joint moves, and it moved.
-    assert np.all(rms < 0.15 * motion), f"tracking RMS {rms} rad vs motion range {motion} rad"
+    # On failure the replay's log (executor warnings: starved, rejected chunks) and summary say what went wrong.
+    assert np.all(rms < 0.15 * motion), f"tracking RMS {rms} rad vs motion range {motion} rad\n{out[-2500:]}"
     assert np.all(np.ptp(positions[window], axis=0) > 0.7 * motion)
     print(f"tracking RMS {np.degrees(rms).round(2)} deg, motion range {np.degrees(motion).round(1)} deg")
     return {"rms": rms, "motion": motion, "summary": summary}
@@ -183,6 +184,26 @@ def test_use_sim_time_without_a_clock_is_one_line(processes: Any, ros_node: Any,
     assert replay.wait(60) == 2, replay.output()[-3000:]
     assert "--use-sim-time: no /clock within 3.0 s" in replay.output()
     assert "chunk rejected" not in replay.output()
+
+
+@pytest.mark.ros
+def test_a_robot_that_does_not_take_the_output_is_one_line(processes: Any, ros_node: Any, tmp_path: Path) -> None:
+    """The chunk goes out only once the robot subscribes to the executor's output: before, a replay to a robot
+    that did not (yet) take it exited 0 with a tracking summary while every command was lost."""
+    from sensor_msgs.msg import JointState
+
+    publisher = ros_node.create_publisher(JointState, "/follower/joint_states", 10)
+    state = JointState(name=list(JOINTS), position=[0.0] * 6)
+    ros_node.create_timer(0.05, lambda: publisher.publish(state))  # joint_states, but nothing takes commands
+    dataset = write_episode(tmp_path / "d", REPO / "config/contracts/so101.yaml", np.zeros(6), seconds=0.2)
+    robot = str(REPO / "config/robots/so101_sim.yaml")
+    replay = processes.start(
+        [venv_script("lerobot-ros"), "replay", str(dataset), "--episode", "0", "--robot-config", robot,
+         "--output", "joint_commands", "--wait", "3"],
+        name="replay",
+    )  # fmt: skip
+    assert replay.wait(60) == 2, replay.output()[-3000:]
+    assert "nothing subscribes to /follower/joint_commands within 3.0 s" in replay.output()
 
 
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

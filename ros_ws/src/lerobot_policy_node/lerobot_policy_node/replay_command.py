@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -124,7 +125,6 @@ def _contract(args: argparse.Namespace) -> Any:
 def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], actions: Any, fps: float) -> Any:
     import numpy as np
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.parameter import Parameter
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -137,6 +137,7 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
     from lerobot_policy_node.core.replay import replay_plan
     from lerobot_policy_node.nodes.executor_node import ExecutorNode
     from lerobot_ros.dds import apply_ros_environment
+    from lerobot_ros.executors import ThreadPoolExecutor
 
     apply_ros_environment()
     rclpy.init()
@@ -173,7 +174,11 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
     chunk_pub = node.create_publisher(
         ActionChunk, chunk_topic, QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
     )
-    spin = MultiThreadedExecutor(num_threads=2)
+    # As in the executor's own main: its tick thread gets the GIL back within 1 ms, and the callbacks run on
+    # ThreadPoolExecutor, not rclpy's MultiThreadedExecutor, whose spinning thread resubmits waiting handlers
+    # in a loop that holds the GIL (lerobot_ros.executors).
+    sys.setswitchinterval(0.001)
+    spin = ThreadPoolExecutor(num_threads=2)
     spin.add_node(node)
     if executor_node is not None:
         spin.add_node(executor_node)
@@ -191,7 +196,18 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
         # On sim time a clock at 0 has not been set yet: a chunk stamped 0 is refused, and an executor at 0
         # would take a chunk from the sim's time as from the future.
         clocks = [n.get_clock() for n in (node, executor_node) if n is not None]
-        while not measured or chunk_pub.get_subscription_count() == 0 or any(c.now().nanoseconds == 0 for c in clocks):
+
+        def robot_missing() -> bool:
+            """The executor started here has no subscriber on its output yet: what it sent would be lost."""
+            output = executor_node.output if executor_node is not None else None
+            return output is not None and output[1] == 0
+
+        while (
+            not measured
+            or chunk_pub.get_subscription_count() == 0
+            or any(c.now().nanoseconds == 0 for c in clocks)
+            or robot_missing()
+        ):
             if stop.is_set():
                 raise CommandError("stopped before the replay started", exit_code=1)
             if time.monotonic() > deadline:
@@ -203,6 +219,12 @@ def _replay(args: argparse.Namespace, namespace: str, joints: tuple[str, ...], a
                     raise CommandError(
                         f"no joint_states with joints {list(joints)} on {state_topic} within {args.wait} s: is the "
                         "robot (arm driver, sim bridge) running in that namespace? (--namespace)"
+                    )
+                if robot_missing():
+                    assert executor_node is not None and executor_node.output is not None
+                    raise CommandError(
+                        f"nothing subscribes to {executor_node.output[0]} within {args.wait} s: does the robot take "
+                        f"{args.output}? (--output)"
                     )
                 raise CommandError(f"no action executor subscribes to {chunk_topic} within {args.wait} s")
             time.sleep(0.02)

@@ -338,6 +338,13 @@ class ExecutorNode(LifecycleNode):
     def _now(self) -> int:
         return int(self.get_clock().now().nanoseconds)
 
+    @property
+    def output(self) -> tuple[str, int] | None:
+        """The output topic and how many subscriptions (the robot) it has matched; None when unconfigured."""
+        if self._publisher is None:
+            return None
+        return self._publisher.topic_name, self._publisher.get_subscription_count()
+
     def _on_chunk(self, msg: ActionChunk) -> None:
         with self._lock:
             self._pending = msg
