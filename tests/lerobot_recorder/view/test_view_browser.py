@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from lerobot_recorder.view.entities import ACTION_COLOR, STATE_COLOR
 from lerobot_ros.testing import venv_script
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "recorder"))
 DOCS = HERE.parents[2] / "docs"
 MAGENTA = (255, 0, 255)
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
@@ -125,3 +127,126 @@ def test_dataset_view_in_the_web_viewer(tmp_path):
     assert pixels_near(shot, ACTION_COLOR, 12) > 200, "no action series drawn"
     if os.environ.get("LEROBOT_ROS_UPDATE_DOCS") == "1":
         shutil.copy(tmp_path / "dataset_view.png", DOCS / "view_dataset.png")
+
+
+def camera_block_pixels(shot: np.ndarray) -> int:
+    """Pixels of synthetic_streams' `scene` block, (200, 60..178, 40) with noise: a camera picture is shown."""
+    r, g, b = (shot[..., i].astype(int) for i in range(3))
+    return int(((abs(r - 200) <= 12) & (abs(b - 40) <= 12) & (g >= 50) & (g <= 190)).sum())
+
+
+@pytest.mark.ros
+def test_live_view_in_the_web_viewer(tmp_path, processes, ros_node):
+    """`lerobot-ros view --web` on a real DDS graph: synthetic robot (scene pictures), a fake policy whose chunks
+    start at the measured joint positions, a recorder status; the screenshot must show the cameras, the state,
+    action and chunk series."""
+    import threading
+
+    from builtin_interfaces.msg import Duration
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from recorder_helpers import ros_args
+    from sensor_msgs.msg import JointState
+    from test_view_live import JOINTS as LIVE_JOINTS
+    from test_view_live import contracts
+
+    from lerobot_msgs.msg import ActionChunk, RecorderStatus
+    from lerobot_recorder.view.entities import CHUNK_COLOR
+
+    published, _ = contracts(tmp_path)
+    processes.start(
+        # Lighter than a robot (joints 30 Hz, cameras 10 Hz): a software-rendered browser on 2 busy cores falls
+        # minutes behind a full-rate stream, and the screenshot would show its first second only.
+        [
+            venv_script("synthetic_streams"),
+            *ros_args(
+                {"contract": str(published), "picture_style": "scene", "joint_rate_hz": 30.0, "camera_rate_hz": 10.0}
+            ),
+        ],
+        name="streams",
+    )
+    port, grpc_port = free_port(), free_port()
+    view = processes.start(
+        [
+            venv_script("lerobot-ros"),
+            "view",
+            str(published),
+            "--web",
+            "--port",
+            str(port),
+            "--grpc-port",
+            str(grpc_port),
+            "--image-rate",
+            "2",
+        ],
+        name="view",
+    )
+    view.wait_for_output(r"watching 4 contract topics", timeout=60)
+    latest: dict[str, list[float]] = {}
+    ros_node.create_subscription(JointState, "/follower/joint_states", lambda m: latest.update(q=list(m.position)), 10)
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    status_pub = ros_node.create_publisher(RecorderStatus, "/recorder/status", latched)
+    chunk_pub = ros_node.create_publisher(ActionChunk, "/policy/action_chunk", 5)
+    diag_pub = ros_node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+    stop = threading.Event()
+
+    def policy() -> None:
+        k = 0
+        while not stop.wait(0.3):
+            k += 1
+            now = ros_node.get_clock().now().to_msg()
+            status = RecorderStatus(state_name="recording" if k % 40 < 30 else "saving", episode_index=k // 40)
+            status.header.stamp = now
+            status_pub.publish(status)
+            q = latest.get("q")
+            if q is None or len(q) != len(LIVE_JOINTS):
+                continue
+            steps = np.arange(30)[:, None]
+            data = np.asarray(q)[None, :] + 0.004 * steps * np.cos(0.7 * k + np.arange(len(q)))[None, :]
+            chunk = ActionChunk(names=LIVE_JOINTS, horizon=30, chunk_id=k, period=Duration(sec=0, nanosec=33_333_333))
+            chunk.header.stamp = now
+            chunk.data = data.astype(np.float32).reshape(-1).tolist()
+            chunk_pub.publish(chunk)
+            diag = DiagnosticArray(
+                status=[
+                    DiagnosticStatus(
+                        level=DiagnosticStatus.OK,
+                        name="/action_executor: action executor",
+                        message="executing",
+                        values=[KeyValue(key="starvation_s", value="0.000"), KeyValue(key="latency_ms", value="12.5")],
+                    )
+                ]
+            )
+            diag.header.stamp = now
+            diag_pub.publish(diag)
+
+    publisher = threading.Thread(target=policy, daemon=True)
+    publisher.start()
+    page = None
+    try:
+        url = f"http://127.0.0.1:{port}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc_port}%2Fproxy"
+        page = HeadlessPage(url, tmp_path / "chromium.log")
+        deadline = time.monotonic() + 150
+        shot = page.screenshot()
+        while time.monotonic() < deadline and not (
+            camera_block_pixels(shot) > 300
+            and pixels_near(shot, STATE_COLOR, 12) > 200
+            and pixels_near(shot, ACTION_COLOR, 12) > 200
+            and pixels_near(shot, CHUNK_COLOR, 12) > 100
+        ):
+            time.sleep(2.0)
+            shot = page.screenshot()
+        time.sleep(3.0)  # a few more seconds of plot for the picture
+        shot = page.screenshot()
+    finally:
+        stop.set()
+        publisher.join(timeout=5)
+        if page is not None:
+            page.close()
+    Image.fromarray(shot).save(tmp_path / "live_view.png")
+    assert camera_block_pixels(shot) > 300, f"no camera picture in {tmp_path / 'live_view.png'}"
+    assert pixels_near(shot, STATE_COLOR, 12) > 200, "no state series drawn"
+    assert pixels_near(shot, ACTION_COLOR, 12) > 200, "no action series drawn"
+    assert pixels_near(shot, CHUNK_COLOR, 12) > 100, "no chunk series drawn"
+    if os.environ.get("LEROBOT_ROS_UPDATE_DOCS") == "1":
+        shutil.copy(tmp_path / "live_view.png", DOCS / "view_live.png")
