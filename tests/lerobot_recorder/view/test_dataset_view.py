@@ -24,6 +24,7 @@ from dataset_synthetic import (  # noqa: E402
 )
 
 from lerobot_recorder.dataset import DatasetReader  # noqa: E402
+from lerobot_ros.testing import reference_env, reference_python  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +169,35 @@ def test_no_viewer_available_names_the_alternatives(two_episodes, monkeypatch):
     assert len(out.strip().splitlines()) == 1, out
     assert "no display for a viewer window" in out
     assert "--save FILE.rrd" in out and "--web" in out and "--connect" in out
+
+
+@pytest.mark.reference
+@pytest.mark.skipif(
+    not reference_python().exists(),
+    reason="the LeRobot reference venv is absent; build it with scripts/setup.sh --with-lerobot-reference",
+)
+def test_dataset_written_by_lerobot(tmp_path):
+    """Any LeRobot v3 dataset: one written by LeRobot 0.4.4's own LeRobotDataset (video and PNG cameras)."""
+    import subprocess
+
+    root = tmp_path / "lerobot-written"
+    result = subprocess.run(
+        [str(reference_python()), str(HERE.parent / "dataset" / "reference_writer.py"), str(root), "2"],
+        env=reference_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rrd = tmp_path / "lerobot.rrd"
+    status, out = run_dataset_command("view", str(root), "--episode", "1", "--save", str(rrd))
+    assert status == 0, out
+    entities = read_rrd(rrd)
+    with DatasetReader(root) as reader:
+        start, end = reader.episode_range(1)
+        for camera in ("front", "wrist"):
+            assert entities[f"/cameras/{camera}"].rows == end - start
+        expected = [reader.value(row, "observation.state")[0] for row in range(start, end)]
+        np.testing.assert_allclose(entities[f"/joints/{NAMES[0]}/state"].scalars("frame"), expected, rtol=1e-6)
+        assert reader[start]["task"] in entities["/task"].static_texts[0]
