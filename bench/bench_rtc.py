@@ -13,7 +13,8 @@ as the node does (observation age 0 + delay + margin), s from the schedule, beta
 Per blend mode and delay (0.1 / 0.2 / 0.4 s), same seeds for every mode:
 * seam: the largest command step from the tick before a chunk arrives to two ticks after it (rtc: the step
   into the first inpainted action is among them), divided by the median step elsewhere (1 = no seam);
-* jerk: RMS of the third difference of the command stream (units/s^3);
+* jerk: RMS of the third difference of the command stream (units/s^3), from 4 ticks after the first chunk
+  arrived (the start-up from the resting pose is left out of both);
 * success: reaching the goal (within 0.08) before 6 s without touching the obstacle.
 
 This is not the SO-101 simulation: no diffusion checkpoint of the sim task exists here, and training one on
@@ -189,11 +190,14 @@ def _metrics(commands: np.ndarray, switches: list[int], success: bool, collided:
     steps = np.linalg.norm(np.diff(commands, axis=0), axis=1)  # steps[i]: command i -> i + 1
     # The command steps from the tick before a chunk arrives to two ticks after: the switch itself, and with rtc
     # the step into the first inpainted action (d is one margin step past the arrival); crossfade's 0.1 s fade.
-    seam_ticks = {t + k for t in switches for k in range(-1, 3) if 0 <= t + k < len(steps)}
-    inner = np.array([s for i, s in enumerate(steps) if i not in seam_ticks])
+    # The first chunk's arrival is the start-up (from the resting pose), not a seam between chunks: left out of
+    # the seams and of the jerk, which is measured from 4 ticks after it.
+    first = switches[0] if switches else len(commands)
+    seam_ticks = {t + k for t in switches[1:] for k in range(-1, 3) if 0 <= t + k < len(steps)}
+    inner = np.array([s for i, s in enumerate(steps) if i not in seam_ticks and i > first + 3])
     seam = max((float(steps[i]) for i in seam_ticks), default=0.0)
     median_inner = float(np.median(inner)) if len(inner) else 0.0
-    jerk = np.diff(commands, n=3, axis=0) * FPS**3
+    jerk = np.diff(commands[first + 4 :], n=3, axis=0) * FPS**3
     return {
         "success": success,
         "collided": collided,

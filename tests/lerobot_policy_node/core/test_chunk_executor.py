@@ -122,6 +122,19 @@ def test_rtc_takes_the_new_chunk_over_without_blending(blend):
     assert followed is (blend is BlendMode.RTC)
 
 
+def test_rtc_fades_in_a_chunk_with_nothing_to_continue():
+    """The first chunk (and one after starvation) was not inpainted from a previous one: it fades in, no jump."""
+    ex = executor(blend=BlendMode.RTC, crossfade_s=0.2)
+    ex.reset([0.3, -0.3], 0)
+    ex.submit(ramp_chunk(0, offset=1.0), 0)
+    assert ex.target(0) == pytest.approx([0.3, -0.3])
+    assert ex.target(200 * MS) == pytest.approx([1.2, -1.2], abs=1e-6)
+    late = 2 * NS  # past the end of the first chunk: starved
+    ex.target(late)
+    ex.submit(ramp_chunk(late - 100 * MS, offset=3.0, chunk_id=1), late)
+    assert ex.target(late)[0] == pytest.approx(1.0 + 29 * PERIOD / NS)  # the held end of the first chunk
+
+
 def test_first_chunk_blends_from_the_measured_pose():
     ex = executor(blend=BlendMode.CROSSFADE, crossfade_s=0.2)
     ex.reset([0.3, -0.3], 0)

@@ -23,7 +23,8 @@ When a chunk arrives at time ``now``:
   oldest) weighing ``exp(-ensemble_coeff * i)``, starting from the old plan's value at ``now``; ``rtc``
   (real-time chunking) switches at once like ``replace``: the policy node made the chunk continue the
   previous one (its steps up to the inference delay are the previous chunk's, the overlap is inpainted), so
-  there is nothing left to blend.
+  there is nothing left to blend; a chunk with no plan to continue (the first one, after a stop or after
+  starvation) cross-fades in from the current target instead.
 
 Past the end of the plan the executor is *starved*: it holds the last target (or decelerates to a stop
 over `deceleration_s`, `StarvationMode.DECELERATE`) and counts the event and its duration. Every target is
@@ -282,9 +283,12 @@ class ChunkExecutor:
         new_times = np.concatenate(([now_ns], times[future])).astype(np.int64)
         new_values = np.concatenate((incoming.value_at(now_ns)[None, :], clipped[future]))
         old = self._previous(now_ns)
-        if old is None or self.config.blend in (BlendMode.REPLACE, BlendMode.RTC):
+        blend = self.config.blend
+        if blend is BlendMode.RTC and (self._plan is None or now_ns > self._plan.end_ns):
+            blend = BlendMode.CROSSFADE  # nothing to continue (first chunk, after a stop or starvation): fade in
+        if old is None or blend is BlendMode.REPLACE or blend is BlendMode.RTC:
             plan = Plan(new_times, new_values, np.ones(len(new_times)))
-        elif self.config.blend is BlendMode.CROSSFADE:
+        elif blend is BlendMode.CROSSFADE:
             plan = self._crossfade(old, new_times, new_values, now_ns)
         else:
             plan = self._ensemble(old, new_times, new_values, now_ns)
@@ -292,7 +296,7 @@ class ChunkExecutor:
         self._end_starvation(now_ns)
         self._switch_ns = now_ns
         # Ticks until one period after the blend has resolved count as boundary steps.
-        fade = int(self.config.crossfade_s * NS) if self.config.blend is BlendMode.CROSSFADE else 0
+        fade = int(self.config.crossfade_s * NS) if blend is BlendMode.CROSSFADE else 0
         self._switch_period_ns = chunk.period_ns + fade
         latency = (now_ns - chunk.stamp_ns) / NS
         self.stats.chunks_accepted += 1
