@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 from bench_recorder import ProcessMeter, contract
+from headline import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -191,6 +192,38 @@ def run_config(
     return result
 
 
+def headline(configs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The view's share of the robot's joint samples, its picture rate and CPU at 10 Hz pictures, and the
+    robot-side probe's joint rate with the view against the same probe without it (same run)."""
+    base = configs.get("baseline_no_view", {}).get("probe_hz", {}).get("/follower/joint_states")
+    run = configs.get("view_10hz_raw", {})
+    joints = run.get("view_joints", {}).get("/follower/joint_states", {})
+    pictures = run.get("view_pictures_hz", {})
+    return [
+        figure(
+            "view: share of the probe's joint_states samples, 10 Hz pictures",
+            100 * joints["fraction_of_probe_samples_in_view"] if joints else None,
+            "%",
+            target=">= 95 (issue #21: keeps up)",
+        ),
+        figure(
+            "view: pictures per camera and second, --image-rate 10, 3 x 640x480",
+            min(pictures.values()) if pictures else None,
+            "pictures/s",
+            target=">= 9 (90 % of the asked rate)",
+        ),
+        figure(
+            "probe joint_states rate with the view",
+            run.get("probe_hz", {}).get("/follower/joint_states"),
+            "Hz",
+            baseline=base,
+            baseline_what="the same probe without the view, same run (the publisher's rate varies with load)",
+            target=">= 0.9x baseline (the view takes nothing from the robot's subscribers)",
+        ),
+        figure("view CPU, 10 Hz pictures", run.get("view_process", {}).get("cpu_percent_of_one_core"), "% of one core"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--window", type=float, default=15.0, help="measurement window per configuration (s)")
@@ -236,6 +269,7 @@ def main() -> None:
         lease.release()
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / ("view_quick.json" if args.quick else "view.json")
+    results["headline"] = headline(results["configs"])
     out.write_text(json.dumps(results, indent=2))
     print(f"wrote {out}")
 
