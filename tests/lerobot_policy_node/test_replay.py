@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -147,12 +146,6 @@ def test_replay_on_the_fake_hardware_arm(processes: Any, ros_node: Any, tmp_path
 
 @pytest.mark.ros
 @pytest.mark.slow
-@pytest.mark.skipif(
-    os.environ.get("LEROBOT_ROS_FLAKY") != "1",
-    reason="known flake, not yet understood: tracking RMS 0.10-0.14 rad per joint (allowed 0.15 x motion = 0.063) in "
-    "2 of 5 runs on 2026-12-03, also at load 1.4, while it passes alone; the fake-arm replay test covers replay in "
-    "the default run; LEROBOT_ROS_FLAKY=1 runs it",
-)
 def test_replay_on_the_sim_bridge(processes: Any, ros_node: Any, tmp_path: Path) -> None:
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "sim_logs"),
