@@ -194,7 +194,7 @@ def main() -> None:
     ]
     headline += [
         figure(
-            f"policy success with relative actions, {name} demos x {points[-1]['step']} steps",
+            f"policy success with relative actions, {name.split()[0]} demos x {points[-1]['step']} steps",
             points[-1]["success_rate"], "fraction", baseline=curve[name.split()[0]][-1]["success_rate"],
             baseline_what="absolute actions, same demonstrations, steps and seeds",
         )
