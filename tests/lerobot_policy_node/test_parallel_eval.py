@@ -88,18 +88,23 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory, contract: dict[str, Any
     return tiny_act(tmp_path_factory.mktemp("parallel_eval") / "pretrained_model", contract, None)
 
 
-def _eval(ros_env: Mapping[str, str], out: Path, policy: str, *args: str, timeout: float = 240) -> dict[str, Any]:
-    argv = [_lerobot_ros(), "eval", policy, "--output-dir", str(out), *args]
-    result = subprocess.run(argv, env=dict(ros_env), capture_output=True, text=True, timeout=timeout, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    report: dict[str, Any] = json.loads((out / "eval.json").read_text())
-    return report
+def _eval(out: Path, checkpoint: Path, videos: int, num_envs: str | None) -> dict[str, Any]:
+    """What `lerobot-ros eval CHECKPOINT --episodes 3 --max-steps 20 --seed 7 [--num-envs N]` runs (in this process,
+    in the test's ROS domain)."""
+    from lerobot_policy_node.evaluation import EvalSettings, run_evaluation
+
+    settings = EvalSettings(
+        checkpoint=str(checkpoint), contract="", episodes=3, max_steps=20, seed=7, env_id="so101_pick_place",
+        cameras="front:320x240", videos=videos, blend="crossfade", threshold=0.5, device="cpu", output_dir=out,
+        num_envs=num_envs,
+    )  # fmt: skip
+    out.mkdir(parents=True)
+    return run_evaluation(settings, progress=lambda _line: None)
 
 
-def _compare_serial_and_two_envs(checkpoint: Path, tmp_path: Path, ros_env: Any, videos: str) -> None:
-    common = ["--episodes", "3", "--max-steps", "20", "--seed", "7", "--videos", videos]
-    serial = _eval(ros_env, tmp_path / "serial", str(checkpoint), *common)
-    parallel = _eval(ros_env, tmp_path / "parallel", str(checkpoint), *common, "--num-envs", "2")
+def _compare_serial_and_two_envs(checkpoint: Path, tmp_path: Path, videos: int) -> None:
+    serial = _eval(tmp_path / "serial", checkpoint, videos, None)
+    parallel = _eval(tmp_path / "parallel", checkpoint, videos, "2")
     assert parallel["num_envs"] == 2 and parallel["policy_batch_sizes"]["max"] == 2
     assert [e["seed"] for e in serial["per_episode"]] == [7, 8, 9]
     # Same seeds, steps, returns and chunks; the same observations (joints, block/goal, every camera frame, as
@@ -109,22 +114,22 @@ def _compare_serial_and_two_envs(checkpoint: Path, tmp_path: Path, ros_env: Any,
         assert len({e[key] for e in serial["per_episode"]}) == 3
     assert parallel["chunks"] == serial["chunks"]
     # (The MP4s themselves are not compared: libx264's threaded encoding differs from run to run.)
-    assert len(parallel["videos"]) == len(serial["videos"]) == int(videos)
+    assert len(parallel["videos"]) == len(serial["videos"]) == videos
 
 
 @pytest.mark.ros
-def test_two_envs_give_the_serial_episodes_bit_for_bit(checkpoint: Path, tmp_path: Path, ros_env: Any) -> None:
-    _compare_serial_and_two_envs(checkpoint, tmp_path, ros_env, videos="1")
+def test_two_envs_give_the_serial_episodes_bit_for_bit(checkpoint: Path, tmp_path: Path, ros_domain: int) -> None:
+    _compare_serial_and_two_envs(checkpoint, tmp_path, videos=1)
 
 
 @pytest.mark.ros
 @pytest.mark.parallel_eval
 @pytest.mark.skipif(not LONG, reason="about 3 min: LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval) runs it")
 def test_a_camera_policy_gives_the_serial_episodes_on_two_envs(
-    tmp_path: Path, ros_env: Any, contract: dict[str, Any]
+    tmp_path: Path, ros_domain: int, contract: dict[str, Any]
 ) -> None:
     checkpoint = tiny_act(tmp_path / "pretrained_model", contract, (240, 320))
-    _compare_serial_and_two_envs(checkpoint, tmp_path, ros_env, videos="3")
+    _compare_serial_and_two_envs(checkpoint, tmp_path, videos=3)
 
 
 def test_a_checkpoint_chunk_does_not_depend_on_its_batch(tmp_path: Path, contract: dict[str, Any]) -> None:
