@@ -8,7 +8,7 @@ handling, not the real-time behaviour (that is the executor node's and bench/ben
 
 With `--num-envs N` (or `--num-envs` alone: one env per core) the episodes run N at a time on an in-process
 vector env instead of the bridge (lerobot_policy_node.vector_evaluation): same controller, contract conversion,
-chunk handling and per-seed outcomes, several times the episodes per minute.
+chunk handling and per-seed outcomes, more episodes per minute (1.7x with 2 envs on 2 cores, README).
 """
 
 from __future__ import annotations
