@@ -180,8 +180,6 @@ def test_the_cli_refuses_more_envs_than_the_machine_holds_in_one_line(ros_env: A
     assert len(lines) == 1 and "--num-envs 100000" in lines[0] and "at most" in lines[0], lines
 
 
-@pytest.mark.parallel_eval
-@pytest.mark.skipif(not LONG, reason="spawns a worker (~15 s): LEROBOT_ROS_PARALLEL_EVAL=1 runs it")
 def test_a_worker_that_cannot_render_ends_the_evaluation_in_one_line(tmp_path: Path) -> None:
     argv = [_lerobot_ros(), "eval", "scripted", "--episodes", "1", "--max-steps", "3", "--num-envs", "1",
             "--output-dir", str(tmp_path)]  # fmt: skip
