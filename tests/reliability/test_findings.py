@@ -38,3 +38,14 @@ def test_a_topic_name_with_a_line_break_still_gives_a_one_line_error() -> None:
     outcome, _, detail = reproduce(TARGETS["bag_metadata"], 2, 3508)
     assert outcome == "clear_error", detail
     assert "(topics: \\n, /follower/joint_commands" in detail
+
+
+@pytest.mark.parametrize("index", [2881, 784])
+def test_a_joint_value_beyond_float32_is_refused_not_written_as_inf(index: int) -> None:
+    """bag_storage seed 2 inputs 2881 and 784: a bit flip made a position finite in float64 (~1e39) but inf once cast
+    to the dataset's float32; bag2dataset wrote the frame with inf."""
+    from fuzz_harness import reproduce
+    from test_fuzz import TARGETS
+
+    outcome, _, detail = reproduce(TARGETS["bag_storage"], 2, index)
+    assert outcome in ("ok", "clear_error"), detail

@@ -513,7 +513,10 @@ def _payloads(
             return f"non-finite value(s) in {feat.key}"
         except MessageMismatchError as err:
             raise BagError(f"bag {bag.path}: {topic} message {index}: {err}") from None
-        if not np.isfinite(values).all():
+        # Finite in float64 is not enough: the dataset stores feat.dtype (float32 overflows past ~3.4e38).
+        with np.errstate(over="ignore", invalid="ignore"):
+            stored = values.astype(feat.dtype)
+        if not np.isfinite(values).all() or not np.isfinite(stored).all():
             return f"non-finite value(s) in {feat.key}"
         out[feat.key] = values
     return out
