@@ -110,8 +110,10 @@ def test_policy_host_clock_offset_is_estimated_and_chunks_carry_robot_stamps(
     probe = RobotProbe(ros_node)
     # Default freshness limits: max_observation_age 0.2 s, future_tolerance 0.05 s, both smaller than the offset.
     start_policy(processes, ros_env, write_contract(tmp_path / "c.yaml"), offset_s)
-    status = probe.wait("statuses", lambda s: s.chunks_published >= 5)
-    assert status.stale_observations == 0, status.message
+    # Misapplied, the offset (0.5 s, beyond max_observation_age 0.2 s and future_tolerance 0.05 s) would make every
+    # observation stale or from the future: no chunk, and no status with a fresh observation. A busy machine may still
+    # delay a few inferences past 0.2 s: those are counted as stale, as they should be (10 in one run at load 18).
+    probe.wait("statuses", lambda s: s.chunks_published >= 5 and 0 <= s.observation_age < 0.2)
     with probe.lock:
         chunks, stamps = list(probe.chunks), set(probe.stamps)
     # Stamped on the robot's clock: a chunk's stamp is its frame's time, which holds a robot sample stamped at
