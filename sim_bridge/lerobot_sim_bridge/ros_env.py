@@ -4,7 +4,8 @@
 to ROS units, publishes it on the contract's `action` topic stamped with the observation it answers (so a
 lockstep sim bridge advances exactly one step), and waits for the next observation: the newest
 `observation.*` sample of every feature stamped at or before the newest state sample, each within its
-`max_age_s` of it (the recorder's and policy node's alignment rule). `reset(seed=...)` calls the robot's
+`max_age_s` of it (the recorder's and policy node's alignment rule; against the sim bridge, which stamps every
+stream of a step alike, the sample of that very step). `reset(seed=...)` calls the robot's
 `sim/reset` service where there is one (the sim bridge), else it returns the current observation.
 Reward, success and episode end come from the bridge's `sim/...` topics; a real robot has none (reward 0).
 """
@@ -180,6 +181,11 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             if not candidates:
                 return None
             stamp, msg = candidates[-1]
+            if self._has_reset and stamp != frame_time:
+                # The sim bridge stamps every stream of a step alike; a camera frame still in flight when the
+                # joint states arrived would otherwise be replaced by the previous step's (the observation then
+                # depended on delivery timing; a lockstep evaluation was not repeatable under load).
+                return None
             max_age = feature.max_age_s if feature.max_age_s is not None else 1.0 / self.contract.fps
             if frame_time - stamp > max_age:
                 return None
@@ -258,7 +264,9 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             reward, success, end = self._reward, self._success, self._episode_end
         terminated = end in ("success", "terminated")
         truncated = end in ("truncated", "time_limit")
-        return observation, reward, terminated, truncated, {"is_success": success, "episode_end": end}
+        # The bridge publishes success before the end of a successful episode, but on another topic: either one says so.
+        is_success = success or end == "success"
+        return observation, reward, terminated, truncated, {"is_success": is_success, "episode_end": end}
 
     def close(self) -> None:
         """Stop the env's own node (a node passed in is left to its owner)."""
