@@ -49,3 +49,16 @@ def test_a_joint_value_beyond_float32_is_refused_not_written_as_inf(index: int) 
 
     outcome, _, detail = reproduce(TARGETS["bag_storage"], 2, index)
     assert outcome in ("ok", "clear_error"), detail
+
+
+@pytest.mark.parametrize("index", [84, 540, 4160, 5762])
+def test_one_message_stamped_up_to_a_second_ahead_costs_no_frames(recorder: RecorderMessages, index: int) -> None:
+    """recorder_messages seed 2 (44 of 10,000 inputs): one message stamped sec+1 (up to 1 s ahead of the clock,
+    within clock_jump_s) was taken; its topic's later samples were then refused as out of order (84: 7 frames of
+    14 kept; 4160 and 5762, where it was the first or second message: 0), or one more than 1 s back of it ended
+    the episode as a clock reset (540). Now it is refused as "future" and the episode keeps its frames."""
+    from fuzz_harness import classify
+
+    outcome, described, detail = classify(recorder, 2, index)
+    assert outcome == "ok", f"{described}: {detail}"
+    assert recorder.episode(None)[0] == recorder.reference

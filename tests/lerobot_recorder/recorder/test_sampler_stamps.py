@@ -24,10 +24,13 @@ def make() -> LiveSampler:
     return LiveSampler(feats, fps=30, tolerance_ns=100 * MS, latency_ns=50 * MS, clock_jump_ns=NS)
 
 
-def feed(s: LiveSampler, start_ms: int, end_ms: int, bad: dict[int, tuple[str, int]] | None = None) -> list[int]:
+def feed(
+    s: LiveSampler, start_ms: int, end_ms: int, bad: dict[int, tuple[str, int]] | None = None, behind: int = BEHIND
+) -> list[int]:
     """Joints every 10 ms, a camera at 30 fps, in [start_ms, end_ms); `bad`: at ms -> (key, stamp) instead.
 
-    Returns the slots of the frames released on the way (polled at every message's receive time).
+    Returns the slots of the frames released on the way (polled at every message's receive time); the stamps'
+    clock runs `behind` the recorder's.
     """
     bad = bad or {}
     events = [(ms * MS, "joints") for ms in range(start_ms, end_ms, 10)]
@@ -35,7 +38,7 @@ def feed(s: LiveSampler, start_ms: int, end_ms: int, bad: dict[int, tuple[str, i
     events = sorted((t, key) for t, key in events if start_ms * MS <= t < end_ms * MS)
     slots = []
     for t, key in events:
-        receive = t + BEHIND + 1 * MS
+        receive = t + behind + 1 * MS
         stamp = t
         ms = t // MS
         if ms in bad and bad[ms][0] == key:
@@ -195,3 +198,88 @@ def test_the_episode_lasts_its_clock_time_while_the_offset_estimate_settles() ->
     frames += s.stop(start + 1500 * MS)
     assert frames[-1].time_ns <= first_stamp + 1500 * MS < frames[-1].time_ns + NS // 30
     assert len(frames) == 45
+
+
+@pytest.mark.parametrize(("key", "ahead_ms"), [("joints", 1000), ("joints", 999), ("cam", 1000), ("joints", 200)])
+def test_a_stamp_ahead_of_the_clock_within_clock_jump_is_refused_as_future(key: str, ahead_ms: int) -> None:
+    """recorder_messages seed 2 (44 of 10,000 inputs): one message stamped sec+1, up to 1 s ahead of the clock, was
+    taken (within clock_jump_s); its topic's newest stamp leapt ahead, so every later genuine sample of that topic
+    was refused as out of order and the frames went stale (7 of 14 kept), or ended the episode as a clock reset."""
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    before = feed(s, 100, 1000)
+    after = feed(s, 1000, 3000, bad={1500: (key, 1500 * MS + ahead_ms * MS)})
+    frames = before + after + [f.slot for f in s.stop(3000 * MS + BEHIND)]
+    assert s.live.out_of_order == 0
+    assert frames == list(range(87))  # every frame of the episode, as without the bad stamp
+    assert s.report.frames_dropped == 0
+    assert s.rejected == {"future": 1} and s.live.rejected == {"future": 1}
+    assert "future" in s.last_rejection and "latency_s" in s.last_rejection
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+
+
+def test_stamps_ahead_of_the_clock_do_not_move_its_estimate() -> None:
+    """Two samples 0.9 s ahead (the estimate is the second smallest offset) used to lower it by 0.9 s, and frames
+    were released before their samples could arrive."""
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    frames = feed(s, 100, 1000)
+    frames += feed(s, 1000, 3000, bad={1500: ("joints", 2400 * MS), 1800: ("joints", 2700 * MS)})
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    assert s.rejected == {"future": 2}
+    frames += [f.slot for f in s.stop(3000 * MS + BEHIND)]
+    assert frames == list(range(87)) and s.report.frames_dropped == 0
+    assert s.live.late_samples == 0  # no frame was released before its samples came
+
+
+def test_a_first_sample_stamped_ahead_is_withdrawn_once_the_clock_is_known() -> None:
+    """recorder_messages seed 2 input 5762: the very first message was stamped 1 s ahead. With no clock yet it set
+    the estimate and the grid's start; the next samples (1 s behind it, within clock_jump_s) showed the clock, but
+    its topic's newest stamp stayed 1 s ahead and all its later samples were refused as out of order: 0 frames."""
+    s = make()
+    s.start(0)  # stamps on the recorder's clock, no clock known yet (as in the recorder before its first message)
+    frames = feed(s, 0, 2000, bad={0: ("cam", 1000 * MS)}, behind=0)  # the first message (cam sorts first)
+    frames += [f.slot for f in s.stop(2000 * MS)]
+    assert s.rejected == {"future": 1} and s.live.rejected == {"future": 1}
+    assert "withdrawn" in s.last_rejection
+    assert s.live.out_of_order == 0
+    assert s.report.t0_ns is not None and s.report.t0_ns < 50 * MS  # the grid starts at the data, not 1 s later
+    assert frames == list(range(len(frames))) and len(frames) >= 58
+    assert s.report.frames_dropped == 0
+
+
+def test_the_clock_moving_ahead_lowers_the_estimate_and_takes_the_samples_refused_meanwhile() -> None:
+    """The first deliveries came 300 ms late, so the estimate read the clock 300 ms behind; the on-time samples after
+    them are ahead of it by more than the latency window: refused until 5 in a row agree, then the estimate drops,
+    the refused ones are taken and the episode goes on (moving ahead invalidates no frame already released)."""
+    s = make()
+    for t in range(0, 100 * MS, 10 * MS):
+        s.push("joints", t, t, receive_ns=t + BEHIND + 300 * MS)
+        if t % (30 * MS) == 0:
+            s.push("cam", t, t, receive_ns=t + BEHIND + 300 * MS)
+    assert s.clock.settled and s.clock.offset_ns == BEHIND + 300 * MS
+    s.start(100 * MS + BEHIND + 300 * MS)
+    frames = feed(s, 100, 3000)
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    assert s.rejected == {} and s.live.rejected == {}  # the 4 refused before the 5th confirmed were taken
+    assert "estimate was lowered" in s.last_rejection
+    assert s.report.features["joints"].samples == 290 and s.report.features["cam"].samples == 87
+    frames += [f.slot for f in s.stop(3000 * MS + BEHIND + 300 * MS)]  # 2.9 s after the start, as it began
+    assert frames == list(range(len(frames))) and len(frames) == 87
+    assert s.report.frames_dropped == 0
+
+
+def test_stamps_leaping_ahead_beyond_clock_jump_still_end_the_episode() -> None:
+    """A confirmed jump of the stamps' clock beyond clock_jump_s either way is a clock reset (the frames after it
+    would not follow on from the ones before): the episode ends there, its frames kept."""
+    s = make()
+    feed(s, 0, 100)
+    s.start(100 * MS + BEHIND)
+    feed(s, 100, 1000)
+    with pytest.raises(ClockJumpError, match=r"3\.000 s ahead of the previous clock.*clock was reset"):
+        for i in range(20):
+            t = 1000 * MS + i * 10 * MS
+            s.push("joints", t + 3 * NS, i, receive_ns=t + BEHIND + 1 * MS)
+    assert s.rejected.get("future", 0) >= 1

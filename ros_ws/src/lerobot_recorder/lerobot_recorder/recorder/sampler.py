@@ -18,14 +18,19 @@ arrives after its frame was sampled is counted as late. Recording a bag of the s
 with ``bag2dataset --split marker:...`` (markers at the episode starts) gives the same frames.
 
 The clock is read through the receive-minus-stamp offset (`StampClock`), so stamps on another clock than the
-recorder's (a device clock, sim time) still work. One bad stamp never moves it: a sample stamped before 0, or
-one that jumps more than `clock_jump_ns` away from both its topic's previous stamp and the clock's reading
-(ahead: future; behind: far past; to 0: zero) is refused and counted under that reason (`rejected`,
-`last_rejection`), while a late delivery (the recorder stalled: stamps still follow on) is kept; only
-`CLOCK_CONFIRM_SAMPLES` consecutive samples that agree on a new clock are a clock reset (a sim restarted),
-which ends the episode (ClockJumpError) as before. The work of one `poll` is bounded: a stretch of frame
-slots where no topic has data (the clock leapt ahead) is counted as stale drops in one step, not walked one
-slot at a time.
+recorder's (a device clock, sim time) still work. One bad stamp never moves it: a sample stamped before 0, one
+stamped more than the latency window ahead of the clock's reading (future; `StampClock` says why that bound),
+or one more than `clock_jump_ns` behind both the clock's reading and its topic's previous stamp (far past; either
+at 0: zero) is refused and counted under that reason (`rejected`, `last_rejection`), while a late delivery (the
+recorder stalled: stamps still follow on) is kept. A topic's first sample, taken before any clock was known, is
+withdrawn (counted as future) when the topic's next sample shows it was ahead. Only `CLOCK_CONFIRM_SAMPLES`
+consecutive samples that agree on a new clock move it: behind (a sim restarted), or ahead by more than
+`clock_jump_ns`, it is a clock reset, which ends the episode (ClockJumpError) as before; ahead by less (the first
+deliveries were late, so the estimate was too high) it lowers the estimate, the samples refused meanwhile are
+taken, and the episode goes on: a clock reading later releases frames sooner but invalidates none released.
+
+The work of one `poll` is bounded: a stretch of frame slots where no topic has data (the clock leapt ahead) is
+counted as stale drops in one step, not walked one slot at a time.
 
 Memory is bounded: per feature only the newest sample at or before the next frame time and the ones after it
 are kept, and at most `max_samples` of them.
@@ -56,23 +61,39 @@ from lerobot_recorder.recorder.errors import ClockJumpError
 STAMP_REJECTIONS = ("zero", "negative", "future", "far_past")
 # Consecutive samples that must agree on a new clock before it replaces the old one (a clock reset).
 CLOCK_CONFIRM_SAMPLES = 5
+# The least a stamp may be ahead of the clock and still be taken, whatever the latency window (even 0): offsets
+# read on sim time move in steps of the /clock period (10 ms at the usual 100 Hz), so smaller leads are noise.
+MIN_AHEAD_NS = 10_000_000
 
 
 class StampClock:
     """The offset (receive time - stamp) between the recorder's clock and the stamps' clock, robust to outliers.
 
-    A sample whose offset is within `bound_ns` of the estimate is accepted; the estimate is the second smallest
-    accepted offset (the smallest transport delay seen, but never set by one sample alone). A sample further
-    away is refused unless its stamp follows on from its topic's previous one (see `check`); `confirm`
-    consecutive refused samples agreeing with each other are a new clock.
+    The estimate is the second smallest accepted offset (the smallest transport delay seen, but never set by one
+    sample alone). A sample is accepted when its stamp is at most `ahead_ns` ahead of the clock's reading
+    (receive time - estimate) and at most `bound_ns` behind it; behind by more, it is still accepted when its
+    stamp follows on from its topic's previous one (a late delivery: the recorder stalled). Any other sample is
+    refused ("future" or "far_past") unless `confirm` consecutive refused samples agree with each other: then
+    the clock really moved, and the check says which way ("reset": the stamps went back, "ahead": they moved
+    ahead, e.g. the first samples came late and the estimate was too high).
+
+    Ahead and behind are not symmetric: a late sample only waits in a buffer, while an accepted sample that is
+    ahead lowers the estimate by as much, and every frame up to the clock's reading minus the sampler's latency
+    window is then released. Up to the latency window that releases nothing whose time the stamps' clock has
+    not reached (the window is exactly the wait for late samples the sampler already adds); further ahead it
+    would release frames before their samples can arrive, and the sample itself, taken as its topic's newest,
+    would make every later genuine sample of the topic look out of order.
     """
 
-    def __init__(self, bound_ns: int, confirm: int = CLOCK_CONFIRM_SAMPLES) -> None:
+    def __init__(self, bound_ns: int, confirm: int = CLOCK_CONFIRM_SAMPLES, ahead_ns: int | None = None) -> None:
         if bound_ns <= 0:
             raise ValueError(f"bound_ns must be positive, got {bound_ns}")
         if confirm < 1:
             raise ValueError(f"confirm must be >= 1, got {confirm}")
+        if ahead_ns is not None and not 0 < ahead_ns <= bound_ns:
+            raise ValueError(f"ahead_ns must be in (0, bound_ns={bound_ns}], got {ahead_ns}")
         self.bound_ns = bound_ns
+        self.ahead_ns = bound_ns if ahead_ns is None else ahead_ns
         self.confirm = confirm
         self.accepted = 0  # samples accepted on the current clock
         self._low: list[int] = []  # the two smallest accepted offsets
@@ -89,22 +110,23 @@ class StampClock:
         return self.accepted >= self.confirm
 
     def check(self, stamp_ns: int, receive_ns: int, continuous: bool = False) -> str | None:
-        """None: the sample fits the clock; "future"/"far_past": refused; "reset": it confirmed a new clock.
+        """None: the sample fits the clock; "future"/"far_past": refused; "reset"/"ahead": it confirmed a new
+        clock, behind (a higher offset) or ahead of (a lower offset) the previous one.
 
-        `continuous`: the stamp follows its topic's previous one closely. Such a sample is never refused: far
-        behind the clock it was delivered late (the recorder stalled), far ahead the estimate was too high (the
-        first samples came late); only a stamp that jumps away from its own topic AND from the clock is absurd.
+        `continuous`: the stamp follows its topic's previous one closely. Such a sample is not refused for being
+        far behind the clock (it was delivered late: the recorder stalled); ahead of the clock it is judged like
+        any other, since one stamp a second ahead still follows on from its predecessor within `bound_ns`.
         """
         offset = receive_ns - stamp_ns
         estimate = self.offset_ns
-        if estimate is None or abs(offset - estimate) <= self.bound_ns:
+        ahead = 0 if estimate is None else estimate - offset  # how far the stamp is beyond the clock's reading
+        if -self.bound_ns <= ahead <= self.ahead_ns:
             self._accept(offset)
             self._challenger.clear()
             return None
-        if continuous:
+        assert estimate is not None
+        if ahead < 0 and continuous:
             self._challenger.clear()
-            if offset < estimate:
-                self._accept(offset)
             return None
         if self._challenger and abs(offset - self._challenger[0]) <= self.bound_ns:
             self._challenger.append(offset)
@@ -115,8 +137,9 @@ class StampClock:
             self._low, self.accepted = [], 0
             for value in new:
                 self._accept(value)
-            return "reset"
-        return "future" if offset < estimate else "far_past"
+            assert self.offset_ns is not None
+            return "reset" if self.offset_ns > estimate else "ahead"
+        return "future" if ahead > 0 else "far_past"
 
     @property
     def challenger_len(self) -> int:
@@ -170,7 +193,9 @@ class LiveSampler:
         self.latency_ns = latency_ns
         self.clock_jump_ns = clock_jump_ns
         self.max_samples = max_samples
-        self.clock = StampClock(clock_jump_ns)
+        # A stamp may be at most the latency window ahead of the clock (see StampClock for why that bound).
+        self.ahead_ns = min(max(latency_ns, MIN_AHEAD_NS), clock_jump_ns)
+        self.clock = StampClock(clock_jump_ns, ahead_ns=self.ahead_ns)
         self.rejected: dict[str, int] = {}  # refused stamps by reason, since the sampler was made
         self.last_rejection = ""
         self._buffers: dict[str, deque[Sample]] = {k: deque() for k in self.features}
@@ -286,33 +311,44 @@ class LiveSampler:
             before = self.clock.offset_ns
             settled, wrong = self.clock.settled, self.clock.accepted
             verdict = self.clock.check(stamp_ns, receive_ns, continuous)
-            if verdict is None:
-                self._pending.clear()
-            elif verdict in ("future", "far_past"):
+            if verdict in ("future", "far_past"):
                 assert before is not None
                 off = (receive_ns - stamp_ns - before) / NS
                 where = f"{-off:.3f} s ahead of" if verdict == "future" else f"{off:.3f} s behind"
+                limit = "latency_s" if verdict == "future" else "clock_jump_s"
                 reason = "zero" if stamp_ns == 0 else verdict  # a header nobody stamped
                 if self.clock.challenger_len == 1:
                     self._pending.clear()
                 self._pending.append((key, stamp_ns, payload, reason))
                 return self._reject(
-                    key, reason, f"stamp {stamp_ns / NS:.3f} s is {where} the clock (more than clock_jump_s)"
+                    key, reason, f"stamp {stamp_ns / NS:.3f} s is {where} the clock (more than {limit})"
                 )
-            else:
+            if verdict is not None:
                 assert before is not None
                 moved = (self.clock.offset_ns or 0) - before
                 way = "back" if moved > 0 else "ahead"
-                text = f"{key}: stamps {abs(moved) / NS:.3f} s {way} of the previous clock"
-                if settled:
+                confirm = self.clock.confirm
+                text = f"{key}: stamps {abs(moved) / NS:.3f} s {way} of the previous clock, {confirm} samples in a row"
+                if verdict == "ahead" and -moved <= self.clock_jump_ns:
+                    # The estimate was too high (the first samples came late): the clock reads later now, which
+                    # releases frames sooner but invalidates none already released; the refused samples were right.
+                    self._take_pending(f"{text}: the clock estimate was lowered", receive_ns)
+                elif settled:  # a jump beyond clock_jump_s either way: the stamps' clock was reset
                     self._last_stamp.clear()
                     self._pending.clear()
-                    return self._clock_reset(f"{text}, {self.clock.confirm} samples in a row: the clock was reset")
-                self._rebase(text, wrong, "future" if moved > 0 else "far_past")
-                return None
+                    return self._clock_reset(f"{text}: the clock was reset")
+                else:
+                    self._rebase(text, wrong, "future" if moved > 0 else "far_past")
+                    return None
+            self._pending.clear()
+            last = self._withdraw_ahead(key, receive_ns, stamp_ns)
         elif not continuous and self._last_now is not None and stamp_ns - self._last_now > self.clock_jump_ns:
             ahead = (stamp_ns - self._last_now) / NS
             return self._reject(key, "future", f"stamp {stamp_ns / NS:.3f} s is {ahead:.3f} s ahead of the clock")
+        return self._out_of_order(key, stamp_ns, receive_ns, last)
+
+    def _out_of_order(self, key: str, stamp_ns: int, receive_ns: int | None, last: int | None) -> str | None:
+        """Why a sample that fits the clock cannot follow its topic's previous stamp `last` (None: it can)."""
         if last is not None and stamp_ns < last:
             if last - stamp_ns <= self.clock_jump_ns:
                 self.live.out_of_order += 1
@@ -326,6 +362,65 @@ class LiveSampler:
                 f"({last / NS:.3f} s): the clock was reset"
             )
         return None
+
+    def _take_pending(self, text: str, receive_ns: int) -> None:
+        """The clock moved ahead: take the samples refused meanwhile (they were right)."""
+        pending, self._pending = self._pending, []
+        for key, stamp_ns, payload, refused_as in pending:
+            self._uncount(refused_as)
+            last = self._withdraw_ahead(key, receive_ns, stamp_ns)
+            if last is not None and stamp_ns < last:
+                self.live.out_of_order += 1
+            else:
+                self._store(key, stamp_ns, payload)
+        self.last_rejection = f"{text}; the {len(pending)} sample(s) refused meanwhile were taken"
+
+    def _uncount(self, reason: str) -> None:
+        for counts in (self.rejected, self.live.rejected):
+            counts[reason] -= 1
+            if not counts[reason]:
+                del counts[reason]
+
+    def _withdraw_ahead(self, key: str, receive_ns: int, stamp_ns: int) -> int | None:
+        """The topic's newest stamp, after withdrawing it if it is ahead of the clock's reading by more than
+        `ahead_ns` while the sample `stamp_ns` (on the clock) comes before it.
+
+        Such a stamp was taken before the clock was known (the first sample sets the estimate, and a second one
+        may show it was ahead) and is wrong: the topic's later samples would all look out of order. It is
+        withdrawn (with any other of the topic's samples that far ahead) and counted as "future"."""
+        limit = receive_ns - self._offset + self.ahead_ns
+        last = self._last_stamp.get(key)
+        if last is None or last <= limit or stamp_ns >= last:
+            return last
+        buf = self._buffers[key]
+        withdrawn = 0
+        while buf and buf[-1].stamp_ns > limit:
+            buf.pop()
+            withdrawn += 1
+        if withdrawn:
+            stats = self.report.features[key]
+            stats.samples -= withdrawn
+            stats.last_stamp_ns = buf[-1].stamp_ns if buf else None
+            if not buf:
+                stats.first_stamp_ns = None
+            if self._next_slot == 0:  # place the grid again without the withdrawn stamps (one may have set it)
+                self._t0 = self.report.t0_ns = None
+                self._phase = GridPhase(self._features, self.fps)
+                held = sorted((sample.stamp_ns, k) for k, b in self._buffers.items() for sample in b)
+                for stamp, k in held:
+                    self._phase.add(k, stamp)
+            self.live.rejected["future"] = self.live.rejected.get("future", 0) + withdrawn
+        self.rejected["future"] = self.rejected.get("future", 0) + max(1, withdrawn)
+        ahead = (last - limit + self.ahead_ns) / NS
+        self.last_rejection = (
+            f"{key}: stamp {last / NS:.3f} s was {ahead:.3f} s ahead of the clock (taken before the clock was known): "
+            "sample withdrawn (future)"
+        )
+        if buf:
+            self._last_stamp[key] = buf[-1].stamp_ns
+        else:
+            self._last_stamp.pop(key, None)
+        return self._last_stamp.get(key)
 
     def _rebase(self, text: str, wrong: int, reason: str) -> None:
         """The first `wrong` samples set a wrong clock (an absurd stamp came first): take the clock the next ones
@@ -343,10 +438,7 @@ class LiveSampler:
                 buf.clear()
             self.report = self._new_report()
         for key, stamp_ns, payload, refused_as in pending:
-            for counts in (self.rejected, self.live.rejected):
-                counts[refused_as] -= 1
-                if not counts[refused_as]:
-                    del counts[refused_as]
+            self._uncount(refused_as)
             self._store(key, stamp_ns, payload)
         for counts in (self.rejected, self.live.rejected):
             counts[reason] = counts.get(reason, 0) + wrong
