@@ -274,6 +274,23 @@ def test_limits_and_max_velocity_clip_every_output():
     assert np.all(np.abs(values) <= 0.5 + 1e-12)
 
 
+def test_a_late_tick_moves_at_most_one_velocity_window_never_a_jump():
+    """Issue 18 under load: the first tick came 82 ms after the chunk was taken (seeded from the measured pose), and
+    the velocity limit, applied over the whole gap, let the first command step 0.16 rad at once. Nothing was sent in
+    that gap, so the robot still held the previous command: one command may cover at most `velocity_window_s`."""
+    ex = executor(max_velocity=2.0, velocity_window_s=0.04, blend=BlendMode.REPLACE)
+    ex.reset([0.0, 0.0], 0)
+    ex.submit(Chunk(0, PERIOD, np.array([[3.0, -3.0]] * 30), 1), 0)
+    first = ex.target(82 * MS)
+    assert np.max(np.abs(first)) == pytest.approx(2.0 * 0.04)
+    second = ex.target(92 * MS)  # on time again: max_velocity x 10 ms
+    assert np.max(np.abs(second - first)) == pytest.approx(2.0 * 0.01)
+    _, values = ex.trajectory(1082 * MS)  # a 1 s stall: the plan's first point starts one window away too
+    assert np.max(np.abs(values[0] - second)) == pytest.approx(2.0 * 0.04)
+    with pytest.raises(PolicyConfigError, match="velocity_window_s"):
+        executor(velocity_window_s=-1.0)
+
+
 def test_software_stop_holds_and_refuses_chunks_until_enabled():
     ex = executor(blend=BlendMode.CROSSFADE)
     chunk = ramp_chunk(0)

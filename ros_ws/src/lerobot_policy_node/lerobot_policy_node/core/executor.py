@@ -28,7 +28,8 @@ When a chunk arrives at time ``now``:
 
 Past the end of the plan the executor is *starved*: it holds the last target (or decelerates to a stop
 over `deceleration_s`, `StarvationMode.DECELERATE`) and counts the event and its duration. Every target is
-clipped to the joint limits and, with `max_velocity`, moves at most ``max_velocity * dt`` per tick. A clock
+clipped to the joint limits and, with `max_velocity`, moves at most ``max_velocity * dt`` per tick, ``dt`` capped
+at `velocity_window_s` (a late tick is never a jump). A clock
 that jumps back by more than `clock_jump_s` (a simulation reset) drops the plan and holds; `hold` is the
 software stop: it freezes the current target and refuses chunks until `enable`.
 """
@@ -77,6 +78,10 @@ class ExecutorConfig:
     lower: tuple[float, ...] | None = None
     upper: tuple[float, ...] | None = None
     max_velocity: float = 0.0
+    # The most time one command's velocity limit may cover (0: no cap). A late tick (a busy machine) sent nothing in
+    # its gap, so the robot still holds the previous command: moving max_velocity x the whole gap at once would be a
+    # jump. The node sets two tick periods; a late target then falls behind the plan instead of leaping to it.
+    velocity_window_s: float = 0.0
     blend: BlendMode = BlendMode.CROSSFADE
     crossfade_s: float = 0.1
     ensemble_coeff: float = 0.01
@@ -102,7 +107,8 @@ class ExecutorConfig:
             bad = [n for n, lo, hi in zip(self.joint_names, self.lower, self.upper, strict=True) if lo > hi]
             if bad:
                 raise PolicyConfigError(f"lower/upper: lower limit above the upper one for {bad}")
-        for name in ("max_velocity", "future_tolerance_s", "clock_jump_s", "deceleration_s", "ensemble_coeff"):
+        numbers = ("max_velocity", "velocity_window_s", "future_tolerance_s", "clock_jump_s", "deceleration_s")
+        for name in (*numbers, "ensemble_coeff"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise PolicyConfigError(f"{name}: must be a finite number >= 0, got {value}")
@@ -516,7 +522,10 @@ class ChunkExecutor:
     def _rate_limit(self, current: FloatArray, desired: FloatArray, dt_ns: int) -> FloatArray:
         if self.config.max_velocity <= 0:
             return desired
-        step = self.config.max_velocity * max(dt_ns, 0) / NS
+        dt_s = max(dt_ns, 0) / NS
+        if self.config.velocity_window_s > 0:
+            dt_s = min(dt_s, self.config.velocity_window_s)
+        step = self.config.max_velocity * dt_s
         delta = desired - current
         if np.any(np.abs(delta) > step):
             self.stats.rate_limited_ticks += 1

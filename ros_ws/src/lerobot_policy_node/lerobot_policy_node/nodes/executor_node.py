@@ -237,6 +237,7 @@ class ExecutorNode(LifecycleNode):
             lower=limits.lower,
             upper=limits.upper,
             max_velocity=limits.max_velocity,
+            velocity_window_s=2.0 / float(self._param("rate")),  # two ticks: a late tick is never a jump
             blend=BlendMode(self._param("blend")),
             crossfade_s=float(self._param("crossfade_time")),
             ensemble_coeff=float(self._param("ensemble_coeff")),
