@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 from lerobot_sim_bridge import topics
-from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, StepOutcome, make_adapter
+from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, make_adapter
 from lerobot_sim_bridge.errors import InvalidConfigError
 
 ACTION_KEY = "action"
@@ -187,17 +187,6 @@ class SimContractEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         super().reset(seed=seed)
         return self._start(seed), {"seed": seed}
 
-    def _end_reason(self, outcome: StepOutcome) -> str:
-        if outcome.success:
-            return "success"
-        if outcome.terminated:
-            return "terminated"
-        if outcome.truncated:
-            return "truncated"
-        if self._max_steps and self._episode_steps >= self._max_steps:
-            return "time_limit"
-        return ""
-
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """One control step toward `action` (dataset units); see the module docstring for episode ends."""
         adapter = self._adapter
@@ -214,7 +203,7 @@ class SimContractEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         outcome = adapter.step(target)
         self._sim_time += adapter.control_dt
         self._episode_steps += 1
-        reason = self._end_reason(outcome)
+        reason = outcome.end_reason(self._episode_steps, self._max_steps)
         info: dict[str, Any] = {"is_success": outcome.success, "episode_end": reason}
         if not reason:
             return self._observe(adapter), outcome.reward, False, False, info

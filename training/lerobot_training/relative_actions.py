@@ -140,24 +140,20 @@ class RelativeActions:
 
     def to_relative(self, actions: npt.NDArray[Any], state: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """`actions` (..., T, A) or (A,) minus the reference `state` (..., S) on the relative joints (a copy)."""
-        actions, state = np.asarray(actions), np.asarray(state)
-        self._check(actions, state)
-        out = np.array(actions, dtype=np.float64)
-        reference = np.asarray(state, dtype=np.float64)[..., list(self.state_indices)]
-        if out.ndim > reference.ndim:
-            reference = reference[..., None, :]
-        out[..., list(self.action_indices)] -= reference
-        return out
+        return self._shift(actions, state, -1.0)
 
     def to_absolute(self, actions: npt.NDArray[Any], state: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """Inverse of `to_relative`: offsets plus the reference `state` on the relative joints (a copy)."""
+        return self._shift(actions, state, 1.0)
+
+    def _shift(self, actions: npt.NDArray[Any], state: npt.NDArray[Any], sign: float) -> npt.NDArray[np.float64]:
         actions, state = np.asarray(actions), np.asarray(state)
         self._check(actions, state)
         out = np.array(actions, dtype=np.float64)
         reference = np.asarray(state, dtype=np.float64)[..., list(self.state_indices)]
         if out.ndim > reference.ndim:
             reference = reference[..., None, :]
-        out[..., list(self.action_indices)] += reference
+        out[..., list(self.action_indices)] += sign * reference
         return out
 
     def to_json(self) -> dict[str, Any]:

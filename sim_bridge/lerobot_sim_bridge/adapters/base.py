@@ -94,6 +94,20 @@ class StepOutcome:
     terminated: bool
     truncated: bool
 
+    def end_reason(self, steps: int, max_steps: int) -> str:
+        """Why the episode ends after this step ("" while it goes on): the bridge's and the contract env's rule.
+
+        `max_steps` 0 means no step limit."""
+        if self.success:
+            return "success"
+        if self.terminated:
+            return "terminated"
+        if self.truncated:
+            return "truncated"
+        if max_steps and steps >= max_steps:
+            return "time_limit"
+        return ""
+
 
 @dataclass(frozen=True)
 class ObjectPose:

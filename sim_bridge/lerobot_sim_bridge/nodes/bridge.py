@@ -425,17 +425,6 @@ class SimBridge(Node):
                             self._wake.acquire()
         return not self._stop.is_set()
 
-    def _episode_end_reason(self, outcome: StepOutcome) -> str:
-        if outcome.success:
-            return "success"
-        if outcome.terminated:
-            return "terminated"
-        if outcome.truncated:
-            return "truncated"
-        if self._max_episode_steps and self._episode_steps >= self._max_episode_steps:
-            return "time_limit"
-        return ""
-
     def _step_once(self) -> _Snapshot:
         with self._lock:
             pending, self._pending_reset = self._pending_reset, None
@@ -449,7 +438,7 @@ class SimBridge(Node):
             self._steps += 1
             self._episode_steps += 1
             snap = self._snapshot(outcome)
-            reason = "" if self._episode_done else self._episode_end_reason(outcome)
+            reason = "" if self._episode_done else outcome.end_reason(self._episode_steps, self._max_episode_steps)
             if reason:
                 self._episode_done = True
         if reason:
