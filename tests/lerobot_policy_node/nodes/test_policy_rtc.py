@@ -83,12 +83,8 @@ def test_rtc_with_a_policy_that_cannot_inpaint_fails_configure_in_one_line(tmp_p
     assert "blend rtc" in probe.status(lambda s: s.state == "error").message
 
 
-def test_each_chunk_starts_where_the_previous_one_is_at_its_observation(tmp_path, processes, ros_node):
-    probe = StateProbe(ros_node)
-    start_policy(processes, checkpoint(tmp_path, "diffusion"))
-    probe.status(lambda s: s.chunks_published >= 4)
-    with probe.lock:
-        chunks = list(probe.chunks)
+def _overlapping_pairs_checked(chunks) -> int:
+    """Assert step 0 of every chunk that starts inside the previous one equals the previous one there; count them."""
     checked = 0
     for old, new in itertools.pairwise(chunks):
         period = old.period.sec * NS + old.period.nanosec
@@ -97,9 +93,23 @@ def test_each_chunk_starts_where_the_previous_one_is_at_its_observation(tmp_path
         old_values = np.asarray(old.data).reshape(old.horizon, -1)
         old_times = old_start + np.arange(old.horizon) * period
         if new_start > old_times[-1]:
-            continue
+            continue  # the previous chunk ran out before this observation (a slow inference): nothing to continue
         expected = [np.interp(new_start, old_times, old_values[:, j]) for j in range(old_values.shape[1])]
         # The untrained model's chunks are noise: only the prefix handed over makes step 0 agree.
         assert np.asarray(new.data).reshape(new.horizon, -1)[0] == pytest.approx(expected, abs=1e-4)
         checked += 1
-    assert checked >= 2
+    return checked
+
+
+def test_each_chunk_starts_where_the_previous_one_is_at_its_observation(tmp_path, processes, ros_node):
+    probe = StateProbe(ros_node)
+    start_policy(processes, checkpoint(tmp_path, "diffusion"))
+    # Under load an inference can outlast the previous chunk (0.53 s): such a pair has no overlap to check, so
+    # wait for chunks until two pairs overlapped (every overlapping pair is checked on the way).
+    for published in range(4, 41, 4):
+        probe.status(lambda s, n=published: s.chunks_published >= n)
+        with probe.lock:
+            chunks = list(probe.chunks)
+        if _overlapping_pairs_checked(chunks) >= 2:
+            return
+    raise AssertionError(f"fewer than 2 of {len(chunks)} chunks started inside the previous one")
