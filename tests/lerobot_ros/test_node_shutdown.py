@@ -42,6 +42,7 @@ FORBIDDEN = ("Traceback", "RCLError", "never awaited", "context is invalid")
 # A bound on a clean stop on a loaded machine, not a speed target.
 EXIT_TIMEOUT_S = 40.0
 READY_TIMEOUT_S = 90.0
+CHAIN = ("arm_driver", "policy", "action_executor")  # the nodes behind /arm/joint_commands
 # Gives record_keyboard a terminal on stdin (the harness starts processes with stdin on /dev/null).
 TTY_SHIM = (
     "import os, pty, sys\n"
@@ -316,7 +317,13 @@ def test_every_node_kind_exits_cleanly_on_sigint_or_sigterm(processes, ros_node,
     master, slave = pty.openpty()
     try:
         cases = start_nodes(processes, tmp_path, port, cal_file, os.ttyname(slave))
-        wait_until_working(cases, ros_node)
+        try:
+            wait_until_working(cases, ros_node)
+        except AssertionError as err:
+            # Seen twice under load (0/3 joint_commands in 90 s, passing alone in 32 s at load 12): say which link
+            # of driver -> policy -> executor was missing, with their own words.
+            tails = [f"--- {name}:\n{cases[name].process.output()[-1500:]}" for name in CHAIN]
+            raise AssertionError(f"{err}\n" + "\n".join(tails)) from None
         saved = DatasetReader(tmp_path / "dataset").num_episodes
         cases["policy_busy"].extra.append("was left behind")
         for case in cases.values():
