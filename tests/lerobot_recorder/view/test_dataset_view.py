@@ -4,6 +4,7 @@ file, a bag2dataset dataset's sync report, and the one-line errors."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -129,6 +130,28 @@ def test_bag2dataset_dataset_shows_its_sync_report(tmp_path):
     assert "Sync report of episode 0" in report and "| observation.images.front |" in report
     assert entities["/sync/observation.state/max_skew_s"].static_rows == 1
     assert entities["/cameras/front"].rows == 30
+    # Per frame: each feature's skew (frame time minus the stamp of the sample it took) and its reused frames.
+    entry = json.loads((tmp_path / "from_bag.sync_report.json").read_text())["runs"][0]["episodes"][0]
+    assert set(entry["per_frame"]) == set(contract_for(SMALL).features)
+    for key, record in entry["per_frame"].items():
+        skew = entities[f"/sync/{key}/skew_ms"]
+        assert skew.times["frame"] == list(range(30)), key
+        np.testing.assert_allclose(skew.scalars("frame"), record["skew_ms"])
+        reused = entities[f"/sync/{key}/reused"].scalars("frame")
+        assert [k for k in range(30) if reused[k] == 1.0] == record["reused_frames"], key
+        assert set(reused) <= {0.0, 1.0}
+    assert max(entry["per_frame"]["observation.state"]["skew_ms"]) > 0.0  # a real series, not all zeros
+
+    # A report whose per-frame record does not fit the episode (the dataset changed since) is not plotted.
+    path = tmp_path / "from_bag.sync_report.json"
+    report = json.loads(path.read_text())
+    report["runs"][0]["episodes"][0]["per_frame"]["action"]["skew_ms"].pop()
+    path.write_text(json.dumps(report))
+    status, out = run_dataset_command("view", str(root), "--save", str(rrd))
+    assert status == 0, out
+    assert "warning: sync report: 29 per-frame skews of action for an episode of 30 frames" in out
+    entities = read_rrd(rrd)
+    assert "/sync/action/skew_ms" not in entities and "/sync/observation.state/skew_ms" in entities
 
 
 @pytest.mark.parametrize(

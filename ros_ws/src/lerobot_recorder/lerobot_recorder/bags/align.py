@@ -18,13 +18,15 @@ The rule (DESIGN.md section 6, the same as the live recorder and the policy node
 
 Samples are pushed in storage order; each topic's stamps must not go backwards. Frames are released as soon
 as every feature has a sample after the frame time (or has ended), so memory stays bounded by the reordering
-in the bag, not by its length; a topic that falls silent delays frames by at most `max_lag_ns` of the others'
+in the bag, not by its length (the per-frame sync record, `SyncReport.per_frame`, keeps 8 bytes per frame and
+feature); a topic that falls silent delays frames by at most `max_lag_ns` of the others'
 time.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +115,10 @@ class FeatureSync:
     reused: int = 0  # kept frames holding the same sample as the kept frame before
     unused: int = 0  # samples between two kept frames' picks that no kept frame holds
     last_pick_index: int | None = None
+    # Per kept frame, when the report records frames (`SyncReport.per_frame`): frame time minus the stamp of the
+    # data the frame took (ns), and the numbers of the kept frames (0-based) that held the previous frame's sample.
+    frame_skews_ns: array[int] = field(default_factory=lambda: array("q"))
+    reused_frames: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -128,6 +134,7 @@ class SyncReport:
     slots: int = 0
     forced_releases: int = 0
     features: dict[str, FeatureSync] = field(default_factory=dict)
+    per_frame: bool = False  # also record each kept frame's skew and reuse per feature (`as_dict()["per_frame"]`)
 
     @property
     def frames_dropped(self) -> int:
@@ -140,8 +147,10 @@ class SyncReport:
         return self.frames_kept / self.slots if self.slots else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (skews in seconds)."""
-        return {
+        """JSON-ready summary (skews in seconds); with `per_frame`, also ``per_frame``: per feature, each kept
+        frame's skew (``skew_ms``, frame time minus the stamp of the data it took, ms to the microsecond) and the
+        kept frames that reused the previous frame's sample (``reused_frames``)."""
+        out: dict[str, Any] = {
             "align": self.mode,
             "fps": self.fps,
             "start_stamp_s": None if self.t0_ns is None else self.t0_ns / NS,
@@ -164,11 +173,19 @@ class SyncReport:
             },
             "images": {key: {"reused": f.reused, "unused": f.unused} for key, f in self.features.items() if f.image},
         }
+        if self.per_frame:
+            out["per_frame"] = {
+                key: {"skew_ms": [round(s / 1e6, 3) for s in f.frame_skews_ns], "reused_frames": list(f.reused_frames)}
+                for key, f in self.features.items()
+            }
+        return out
 
 
-def new_report(mode: str, fps: int, features: Sequence[AlignFeature]) -> SyncReport:
-    """An empty report of one episode."""
-    return SyncReport(mode=mode, fps=fps, features={f.key: FeatureSync(image=f.image) for f in features})
+def new_report(mode: str, fps: int, features: Sequence[AlignFeature], per_frame: bool = False) -> SyncReport:
+    """An empty report of one episode (`per_frame`: also record each kept frame's skews, see `SyncReport`)."""
+    return SyncReport(
+        mode=mode, fps=fps, features={f.key: FeatureSync(image=f.image) for f in features}, per_frame=per_frame
+    )
 
 
 def _whole_periods(interval_ns: int, period_ns: float) -> bool:
@@ -306,6 +323,7 @@ class Aligner:
         mode: str = "hold",
         tolerance_ns: int | None = None,
         max_lag_ns: int = 2 * NS,
+        per_frame: bool = False,
     ) -> None:
         if mode not in ALIGN_MODES:
             raise ValueError(f"align mode must be one of {ALIGN_MODES}, got {mode!r}")
@@ -324,7 +342,7 @@ class Aligner:
         self._t0: int | None = None
         self._ended: set[str] = set()
         self._phase = GridPhase(features, fps)
-        self.report = new_report(mode, fps, features)
+        self.report = new_report(mode, fps, features, per_frame)
 
     def push(self, key: str, stamp_ns: int, payload: Any) -> Iterator[AlignedFrame]:
         """Add a sample; yields the frames it completes."""
@@ -476,9 +494,13 @@ def check_frame(
         fs.max_skew_s = max(fs.max_skew_s, skew)
         fs.sum_skew_s += skew
         index = (pick.after or pick.sample).index
+        if report.per_frame:
+            fs.frame_skews_ns.append(t - pick.stamp_ns)
         if fs.last_pick_index is not None and index >= 0:
             if index == fs.last_pick_index:
                 fs.reused += 1
+                if report.per_frame:
+                    fs.reused_frames.append(report.frames_kept - 1)
             else:
                 fs.unused += max(0, index - fs.last_pick_index - 1)
         fs.last_pick_index = index

@@ -409,7 +409,7 @@ def _stream(
     def aligner(i: int) -> Aligner:
         rng = ranges[i]
         if rng.aligner is None:
-            rng.aligner = Aligner(align_features, contract.fps, options.align, tol)
+            rng.aligner = Aligner(align_features, contract.fps, options.align, tol, per_frame=True)
         return rng.aligner
 
     def emit(frames: Iterator[AlignedFrame], i: int) -> Iterator[Event]:

@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import pickle
 import queue as queue_mod
+import re
 import resource
 import select
 import shutil
@@ -705,6 +706,17 @@ def _drop_if_empty(root: Path, created: bool, result: ConversionResult) -> bool:
     return False
 
 
+# A list of numbers as `json.dumps(indent=2)` writes it, one number a line (a JSON string never holds a raw line break).
+_NUMBER_LIST = re.compile(r"\[\n\s*(-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*)\n\s*\]")
+
+
+def _report_json(data: Any) -> str:
+    """Indented JSON with each list of numbers (the per-frame skews) on one line."""
+    return _NUMBER_LIST.sub(
+        lambda m: "[" + ", ".join(n.strip() for n in m.group(1).split(",")) + "]", json.dumps(data, indent=2)
+    )
+
+
 def _save_report(root: Path, result: ConversionResult) -> Path:
     """Append this run to the JSON sync report next to the dataset (atomic replace)."""
     path = report_path_for(root)
@@ -717,6 +729,6 @@ def _save_report(root: Path, result: ConversionResult) -> Path:
             runs = []
     runs.append(result.as_dict())
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"dataset": str(root), "runs": runs}, indent=2))
+    tmp.write_text(_report_json({"dataset": str(root), "runs": runs}))
     tmp.replace(path)
     return path

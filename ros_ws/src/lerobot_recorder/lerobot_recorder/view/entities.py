@@ -358,6 +358,7 @@ def layout(
         ]
         if sync_report:
             side.append(rrb.TextDocumentView(origin="sync/report", name="bag2dataset sync report"))
+            side.append(rrb.TimeSeriesView(origin="sync", name="sync: skew per frame (ms)"))
     columns: list[Any] = []
     if camera_views:
         columns.append(rrb.Vertical(*camera_views, name="cameras"))

@@ -3,9 +3,11 @@
 Works on any LeRobot v3.0 dataset `DatasetReader` opens (ours or LeRobot's): cameras decoded (videos and
 PNG images), every vector feature as plots (``observation.state``/``action`` on the joint plots), the task
 text, and, when the dataset came from bag2dataset, that episode's entry of the sync report
-(``ROOT.sync_report.json`` next to the dataset): skew per feature, dropped frames, coverage, clock notes.
-The report is per episode (the converter keeps no per-frame record), so it is shown as a document plus one
-static value per feature, not as a per-frame series.
+(``ROOT.sync_report.json`` next to the dataset): skew per feature, dropped frames, coverage, clock notes, as a
+document plus one static value per feature, and, where the report holds the per-frame record (``per_frame``,
+written by bag2dataset since it records one), each frame's skew per feature as a series on the episode timeline
+(``sync/<feature>/skew_ms``, frame time minus the stamp of the data the frame took) with the frames that reused
+the previous frame's sample (``sync/<feature>/reused``, 1 on those frames).
 """
 
 from __future__ import annotations
@@ -157,10 +159,38 @@ def log_episode(logger: ViewLogger, reader: DatasetReader, episode_index: int, *
             for stat in ("max_skew_s", "mean_skew_s"):
                 if f.get(stat) is not None:
                     rec.log(f"sync/{entity_part(key)}/{stat}", rr.Scalars(float(f[stat])), static=True)
+        view.problems += _log_frame_sync(logger, entry, index, view.frames)
     rec.set_time(FRAME, sequence=0)
     for problem in view.problems:
         logger.log_text("view/problems", 0.0, problem, "WARN")
     return view
+
+
+def _log_frame_sync(logger: ViewLogger, entry: dict[str, Any], index: list[Any], frames: int) -> list[str]:
+    """Plot the report's per-frame skews and reuses of each feature; returns why a feature's are not shown."""
+    problems = []
+    per_frame = entry.get("per_frame")
+    for key, record in (per_frame if isinstance(per_frame, dict) else {}).items():
+        try:
+            skews = np.asarray(record["skew_ms"], dtype=np.float64).reshape(-1)
+            frames_reused = np.asarray(record["reused_frames"], dtype=np.int64).reshape(-1)
+            if frames_reused.size and not 0 <= frames_reused.min() <= frames_reused.max() < len(skews):
+                raise IndexError(f"reused frame numbers outside 0..{len(skews) - 1}")
+            reused = np.zeros(len(skews))
+            reused[frames_reused] = 1.0
+        except (KeyError, TypeError, ValueError, IndexError) as err:
+            problems.append(f"sync report: the per-frame record of {key} is unreadable ({err!r}); not plotted")
+            continue
+        if len(skews) != frames:
+            problems.append(
+                f"sync report: {len(skews)} per-frame skews of {key} for an episode of {frames} frames "
+                "(the dataset changed after bag2dataset?); not plotted"
+            )
+            continue
+        path = f"sync/{entity_part(key)}"
+        logger.rec.send_columns(f"{path}/skew_ms", indexes=index, columns=rr.Scalars.columns(scalars=skews))
+        logger.rec.send_columns(f"{path}/reused", indexes=index, columns=rr.Scalars.columns(scalars=reused))
+    return problems
 
 
 def _log_tasks(
