@@ -34,6 +34,7 @@ from lerobot_recorder.bags.fleet import (
     slurm_script,
     task_state,
 )
+from lerobot_recorder.bags.pipeline import DEFAULT_CODEC  # one encoder thread: frames reproducible bit for bit
 from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.validate import validate
@@ -59,7 +60,7 @@ def _args(bags: list[Path], contract: Path, root: Path, *extra: str) -> list[str
     return [
         "bag2dataset",
         *map(str, bags),
-        *("--contract", str(contract), "--output", str(root), "--task", "pick", "--codec", "h264", "--quiet"),
+        *("--contract", str(contract), "--output", str(root), "--task", "pick", "--codec", DEFAULT_CODEC, "--quiet"),
         *extra,
     ]
 
@@ -71,7 +72,7 @@ def _single_process(bags: list[Path], contract: Path, root: Path) -> None:
 def _job(bags: list[Path], tmp_path: Path, root: Path, tasks: int) -> FleetJob:
     contract = contract_for(SPEC, camera_dtype="video")
     options = ConvertOptions(contract=contract, stamp=contract.stamp, task="pick", split=SplitRule.parse("one-per-bag"))
-    return FleetJob.create(bags, options, root, tasks=tasks, repo_id=f"local/{root.name}", codec="h264")
+    return FleetJob.create(bags, options, root, tasks=tasks, repo_id=f"local/{root.name}", codec=DEFAULT_CODEC)
 
 
 def _same_episodes(clean: Path, fleet: Path) -> None:
