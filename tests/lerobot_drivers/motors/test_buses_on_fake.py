@@ -134,3 +134,19 @@ def test_dynamixel_faults(dynamixel):
     pty.disconnect()
     with pytest.raises(DisconnectedError):
         bus.sync_read("Present_Position")
+
+
+def test_a_slow_answer_at_configure_is_not_a_missing_motor():
+    """Issue 18 under load: the arm driver's configure failed with "motor 'wrist_flex' (id 4) does not answer" while
+    the machine was busy (the fake bus's replies came later than the 50 ms control-loop timeout, three times). The
+    presence check is not the control loop: it waits longer, and only a motor that stays silent is missing."""
+    fake = make_bus("feetech", make_servos("feetech", [(i + 1, STS3215) for i in range(6)]))
+    fake.faults.reply_delay_s = 0.12  # later than timeout_s, on every try
+    with PtyServoBus(fake) as pty:
+        bus = FeetechBus(pty.port, {n: Motor(i + 1, "sts3215") for i, n in enumerate(NAMES)}, timeout_s=0.05, retries=2)
+        bus.open()
+        try:
+            bus.verify_motors()
+            assert bus.timeout_s == 0.05  # the control loop's timeout is back
+        finally:
+            bus.close()

@@ -41,6 +41,7 @@ class Faults:
     """Faults to inject. Counters are consumed one per reply; rates apply to every reply (seeded).
 
     `silent`: no servo answers (servo power lost, data line cut) while the port itself stays open.
+    `reply_delay_s`: every reply goes out this late (a busy host, a slow USB adapter).
     """
 
     drop_next: int = 0
@@ -49,6 +50,7 @@ class Faults:
     corrupt_rate: float = 0.0
     error_bits: dict[int, int] = field(default_factory=dict)
     silent: bool = False
+    reply_delay_s: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -360,6 +362,8 @@ class PtyServoBus:
             if self.emulate_wire_time:
                 n_bytes = len(data) + sum(len(r) for r in replies)
                 _sleep_precise(n_bytes * 10.0 / self.bus.baudrate)
+            if replies and self.bus.faults.reply_delay_s > 0:
+                time.sleep(self.bus.faults.reply_delay_s)
             if replies and not self._disconnect.is_set():
                 try:
                     os.write(self._master, b"".join(replies))

@@ -24,6 +24,9 @@ from lerobot_drivers.motors.errors import (
 from lerobot_drivers.motors.tables import ModelInfo, Register
 
 T = TypeVar("T")
+# Per-try reply timeout of the configure-time presence check (`verify_motors`), at least: long enough for a busy
+# host, short enough that a missing motor is reported within seconds (1 + retries tries).
+VERIFY_TIMEOUT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -194,10 +197,16 @@ class MotorBus(abc.ABC):
         at which baud rate the motors answer when none answers at the configured one) and wrong models.
         """
         found = {}
-        for motor in self.motors.values():
-            model_number = self.ping(motor.id)  # with the bus's retries: a lost reply is not a missing motor
-            if model_number is not None:
-                found[motor.id] = model_number
+        # Not the control loop: a late reply (a busy host; seen under load) is not a missing motor either, so the
+        # presence check waits VERIFY_TIMEOUT_S per try; only a motor that stays silent is reported missing.
+        timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, VERIFY_TIMEOUT_S)
+        try:
+            for motor in self.motors.values():
+                model_number = self.ping(motor.id)  # with the bus's retries: a lost reply is not a missing motor
+                if model_number is not None:
+                    found[motor.id] = model_number
+        finally:
+            self.timeout_s = timeout
         if not found:
             raise MotorSetupError(self._nothing_answers_message())
         problems = []
