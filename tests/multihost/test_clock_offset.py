@@ -114,6 +114,8 @@ def test_policy_host_clock_offset_is_estimated_and_chunks_carry_robot_stamps(
     # observation stale or from the future: no chunk, and no status with a fresh observation. A busy machine may still
     # delay a few inferences past 0.2 s: those are counted as stale, as they should be (10 in one run at load 18).
     probe.wait("statuses", lambda s: s.chunks_published >= 5 and 0 <= s.observation_age < 0.2)
+    # The status and the chunks are different topics: under load the status saying 5 can arrive before the 5th chunk.
+    probe.wait("chunks", lambda _: len(probe.chunks) >= 5)
     with probe.lock:
         chunks, stamps = list(probe.chunks), set(probe.stamps)
     # Stamped on the robot's clock: a chunk's stamp is its frame's time, which holds a robot sample stamped at
