@@ -164,6 +164,20 @@ class VectorEvalResult:
     wall_s: float
 
 
+def _without_worker_warnings(run: Callable[..., VectorEvalResult]) -> Callable[..., VectorEvalResult]:
+    """gymnasium logs a worker's traceback as warnings before re-raising its exception here; the caller reports the
+    exception itself (one line), so those warnings are not shown."""
+
+    @functools.wraps(run)
+    def quiet(*args: Any, **kwargs: Any) -> VectorEvalResult:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"gymnasium\.vector\.async_vector_env")
+            return run(*args, **kwargs)
+
+    return quiet
+
+
+@_without_worker_warnings
 def run_vector_episodes(
     *,
     policy: ChunkPolicy,
@@ -186,31 +200,7 @@ def run_vector_episodes(
     num_envs = min(num_envs, len(seeds))
     batch_policy = BatchPolicy(policy, num_envs)
     started = time.perf_counter()
-    with warnings.catch_warnings():
-        # gymnasium logs a worker's traceback as warnings before re-raising its exception here; the caller reports
-        # the exception itself (one line).
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"gymnasium\.vector\.async_vector_env")
-        return _run(
-            batch_policy, (make_vector_env or default_vector_env)(num_envs, env_factory), num_envs, seeds, max_steps,
-            period_ns, joint_names, blend, threshold, camera_key, videos, progress, started,
-        )  # fmt: skip
-
-
-def _run(
-    batch_policy: BatchPolicy,
-    envs: Any,
-    num_envs: int,
-    seeds: Sequence[int],
-    max_steps: int,
-    period_ns: int,
-    joint_names: tuple[str, ...],
-    blend: str,
-    threshold: float,
-    camera_key: str | None,
-    videos: int,
-    progress: Callable[[str], None],
-    started: float,
-) -> VectorEvalResult:
+    envs = (make_vector_env or default_vector_env)(num_envs, env_factory)
     episodes: dict[int, dict[str, Any]] = {}
     frames: dict[int, list[np.ndarray]] = {}
     inference_s: list[float] = []
