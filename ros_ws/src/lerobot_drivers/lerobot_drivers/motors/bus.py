@@ -9,8 +9,9 @@ the motors on the bus are the ones expected, and the per-motor status bits of th
 from __future__ import annotations
 
 import abc
+import contextlib
 import glob
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
@@ -190,6 +191,15 @@ class MotorBus(abc.ABC):
                 found[motor_id] = model
         return found
 
+    @contextlib.contextmanager
+    def _patient(self, timeout_s: float) -> Iterator[None]:
+        """Within the block, each reply gets at least `timeout_s` (checks and diagnoses, not the control loop)."""
+        timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, timeout_s)
+        try:
+            yield
+        finally:
+            self.timeout_s = timeout
+
     def verify_motors(self) -> None:
         """Check that every expected motor answers with the expected model number.
 
@@ -199,14 +209,11 @@ class MotorBus(abc.ABC):
         found = {}
         # Not the control loop: a late reply (a busy host; seen under load) is not a missing motor either, so the
         # presence check waits VERIFY_TIMEOUT_S per try; only a motor that stays silent is reported missing.
-        timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, VERIFY_TIMEOUT_S)
-        try:
+        with self._patient(VERIFY_TIMEOUT_S):
             for motor in self.motors.values():
                 model_number = self.ping(motor.id)  # with the bus's retries: a lost reply is not a missing motor
                 if model_number is not None:
                     found[motor.id] = model_number
-        finally:
-            self.timeout_s = timeout
         if not found:
             raise MotorSetupError(self._nothing_answers_message())
         problems = []
@@ -246,17 +253,16 @@ class MotorBus(abc.ABC):
         rates = sorted({rate for m in self.motors.values() for rate in self.models[m.model].baudrates}, reverse=True)
         answering_at = None
         # A diagnosis, not the control path: give slow replies time and a second chance.
-        timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, 0.1)
         try:
-            for rate in rates:
-                if rate == configured:
-                    continue
-                self.set_baudrate(rate)
-                if any(self.ping(motor_id, retries=2) is not None for motor_id in ids[:2]):
-                    answering_at = rate
-                    break
+            with self._patient(0.1):
+                for rate in rates:
+                    if rate == configured:
+                        continue
+                    self.set_baudrate(rate)
+                    if any(self.ping(motor_id, retries=2) is not None for motor_id in ids[:2]):
+                        answering_at = rate
+                        break
         finally:
-            self.timeout_s = timeout
             self.set_baudrate(configured)
         if answering_at is not None:
             return (
