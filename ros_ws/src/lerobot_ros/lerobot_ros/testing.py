@@ -7,7 +7,9 @@ Load it with `pytest_plugins = ["lerobot_ros.testing"]`. Fixtures:
   and the stack's DDS profile set in `os.environ`.
 - `ros_env`: the environment to start ROS subprocesses with, in that domain.
 - `processes`: a `ProcessGroup`; everything it starts is stopped at teardown (SIGINT, then
-  SIGTERM, then SIGKILL, to the whole process group), whatever the test did.
+  SIGTERM, then SIGKILL, to the whole process group), whatever the test did. A pytest run stopped by
+  SIGTERM (CI) or SIGINT still tears its fixtures down (the plugin turns SIGTERM into KeyboardInterrupt), and
+  each child gets SIGTERM from the kernel if pytest dies without teardown (SIGKILL: parent-death signal).
 - `ros_node`: an rclpy node in its own context in the test's domain, spun by a background thread.
 
 Helpers `wait_for_topic`, `wait_for_messages`, `wait_for_service`, `call_service` and
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pytest
 
 from lerobot_ros.dds import clean_stale_shm, ros_environment
+from lerobot_ros.parent_death import parent_death_signal
 
 if TYPE_CHECKING:
     from rclpy.node import Node
@@ -153,6 +156,8 @@ class ManagedProcess:
             text=True,
             bufsize=1,
             start_new_session=True,
+            # SIGTERM, not SIGKILL: nodes and launchers stop their own children on it.
+            preexec_fn=parent_death_signal(signal.SIGTERM),  # noqa: PLW1509 - one prctl call in the child
         )
         self._reader = threading.Thread(target=self._read_output, name=f"output-{name}", daemon=True)
         self._reader.start()
@@ -336,6 +341,36 @@ def call_service(node: Node, srv_type: Any, name: str, request: Any, timeout: fl
         return future.result()
     finally:
         node.destroy_client(client)
+
+
+class _TerminateAsInterrupt:
+    """SIGTERM handler: the first one raises KeyboardInterrupt, as SIGINT does, so pytest ends the run and tears
+    down every fixture (the `processes` of the running test stop their process groups); later ones are ignored
+    so that the teardown itself is not interrupted (SIGKILL still ends the run at once)."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.received:
+            return
+        self.received = True
+        raise KeyboardInterrupt("SIGTERM: stopping the test run; fixtures tear down")
+
+
+_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _TerminateAsInterrupt())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+        del config.stash[_PREVIOUS_SIGTERM]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
