@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 from headline import figure
+from lerobot_eval.demo.train import train_config
+from lerobot_eval.demo.workspace import ENV_STATE, STATE, TASK, DemoSettings
 
-from lerobot_recorder.contract import Contract
-from lerobot_recorder.dataset import DatasetWriter
+from lerobot_contract import Contract
+from lerobot_recorder.dataset import DatasetWriter, feature_specs
 from lerobot_sim_bridge.adapters import SimConfig, make_adapter
-from lerobot_sim_bridge.demo.train import train_config
-from lerobot_sim_bridge.demo.workspace import ENV_STATE, STATE, TASK, DemoSettings
 from lerobot_sim_bridge.experts.base import expert_steps, make_expert, run_expert_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def record(root: Path, seeds: range, observer: Observer, max_steps: int) -> int:
     adapter, expert = make_adapter(ENV_ID, SimConfig(fps=FPS)), make_expert(ENV_ID)
     successes = 0
     with DatasetWriter.create(
-        root, repo_id="bench/demo_curve", fps=int(FPS), features=observer.contract.feature_specs(),
+        root, repo_id="bench/demo_curve", fps=int(FPS), features=feature_specs(observer.contract),
         robot_type="so101_follower", contract=observer.contract.to_dict(),
     ) as writer:  # fmt: skip
         for seed in seeds:

@@ -41,8 +41,8 @@ def demo_sized_act(directory: Path) -> Path:
     """An ACT with the demo's overrides and inputs, random weights, saved with the sim contract."""
     import torch
     import yaml
+    from lerobot_eval.demo.workspace import DemoSettings
 
-    from lerobot_sim_bridge.demo.workspace import DemoSettings
     from lerobot_training.checkpoint import save_policy
     from lerobot_training.features import FeatureType, PolicyFeature
     from lerobot_training.policies.act import ACTConfig, ACTPolicy
@@ -98,7 +98,7 @@ class WorkerMemory:
 
 
 def run(checkpoint: Path, out: Path, num_envs: int | None, args: argparse.Namespace) -> dict[str, Any]:
-    from lerobot_policy_node.evaluation import EvalSettings, run_evaluation
+    from lerobot_eval.evaluation import EvalSettings, run_evaluation
 
     settings = EvalSettings(
         checkpoint=str(checkpoint), contract="", episodes=args.episodes, max_steps=args.max_steps, seed=args.seed,

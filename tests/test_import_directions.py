@@ -4,7 +4,7 @@
 `lerobot_msgs` (generated interfaces) and third-party packages are free for everyone. "lazy" imports sit inside
 a function: they load only when that function runs (a command's body, an optional backend), so a package stays
 importable without the one above it. Edges marked #15 are what the restructuring issue still has to remove
-(the contract moving out of the recorder, evaluation moving out of the policy node); none may be added.
+(the contract moving out of the recorder); none may be added.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ PACKAGES = {
     "lerobot_policy_server": ROOT / "policy_server/lerobot_policy_server",
     "lerobot_policy_node": ROOT / "ros_ws/src/lerobot_policy_node/lerobot_policy_node",
     "lerobot_sim_bridge": ROOT / "sim_bridge/lerobot_sim_bridge",
+    "lerobot_eval": ROOT / "ros_ws/src/lerobot_eval/lerobot_eval",
 }
 # package -> {imported package: "module" (anywhere) | "lazy" (inside functions only)}
 ALLOWED: dict[str, dict[str, str]] = {
@@ -37,14 +38,20 @@ ALLOWED: dict[str, dict[str, str]] = {
         "lerobot_training": "lazy",  # the checkpoint loader and policy classes, when a policy is loaded
         "lerobot_policy_server": "lazy",  # the gRPC client, when the policy runs on a server
         "lerobot_drivers": "lazy",  # the arms' calibrated limits, when a robot_config is given
-        "lerobot_sim_bridge": "lazy",  # #15: `lerobot-ros eval` (to one home for evaluation)
     },
     "lerobot_sim_bridge": {
         "lerobot_ros": "module",
         "lerobot_drivers": "module",  # the arm's position controller, the same as on the real arm
-        "lerobot_recorder": "module",  # #15: the contract in ros_env.py (to lerobot_contract); the demo's dataset
-        "lerobot_training": "lazy",  # the demo's training stage
-        "lerobot_policy_node": "lazy",  # the demo's evaluation stage
+        "lerobot_recorder": "module",  # #15: the contract in ros_env.py (to lerobot_contract)
+    },
+    # `lerobot-ros eval` and `lerobot-ros demo`: above everything they drive (nothing imports them).
+    "lerobot_eval": {
+        "lerobot_ros": "module",
+        "lerobot_contract": "module",
+        "lerobot_recorder": "module",
+        "lerobot_training": "module",
+        "lerobot_policy_node": "module",
+        "lerobot_sim_bridge": "module",
     },
 }
 

@@ -50,24 +50,17 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from std_msgs.msg import String
 
+from lerobot_contract import ContractError
+from lerobot_contract.time import NS
 from lerobot_msgs.msg import ActionChunk, PolicyStatus
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import BlendMode
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
-from lerobot_policy_node.core.policies import (
-    REMOTE_SCHEME,
-    SCRIPTED,
-    TASK_KEY,
-    CheckpointPolicy,
-    ChunkPolicy,
-    RemotePolicy,
-    parse_scripted,
-    resolve_checkpoint,
-)
+from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkPolicy, RemotePolicy
+from lerobot_policy_node.core.resolve import resolve_policy
 from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
-from lerobot_policy_node.core.scheduling import NS, InferenceScheduler, ObservationVerdict, SchedulerConfig
+from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
 from lerobot_policy_node.nodes.ros_params import declare
-from lerobot_recorder.contract import Contract, ContractError
 from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_main import run_lifecycle_node
@@ -347,27 +340,12 @@ class PolicyNode(LifecycleNode):
             raise PolicyLoadError(
                 "parameter `checkpoint` is empty: set a checkpoint directory, Hub repo id or scripted"
             )
-        contract_path = str(self._param("contract"))
-        checkpoint_policy: CheckpointPolicy | RemotePolicy | None = None
-        if spec.startswith(REMOTE_SCHEME):
-            checkpoint_policy = RemotePolicy(spec, float(self._param("remote_timeout")), name=spec)
-        elif spec.split(":", 1)[0] != SCRIPTED:
-            checkpoint_policy = CheckpointPolicy(resolve_checkpoint(spec), str(self._param("device")), name=spec)
-        if contract_path:
-            contract = Contract.load(contract_path)
-        elif checkpoint_policy is not None and checkpoint_policy.contract is not None:
-            contract = Contract.from_dict(checkpoint_policy.contract, source=f"{spec}/contract.yaml")
-        else:
-            raise PolicyConfigError("parameter `contract` is empty and the checkpoint carries no contract.yaml; set it")
-        if checkpoint_policy is None:
-            action = contract.features.get("action")
-            if action is None:
-                raise ObservationError(f"contract {contract.source} declares no `action` feature")
-            policy: ChunkPolicy = parse_scripted(spec, action.size, tuple(action.dataset_names or ()))
-            if spec == SCRIPTED or "fps=" not in spec:
-                policy.fps = float(contract.fps)
-        else:
-            policy = checkpoint_policy
+        policy, contract = resolve_policy(
+            spec,
+            str(self._param("contract")),
+            device=str(self._param("device")),
+            remote_timeout=float(self._param("remote_timeout")),
+        )
         self._mapping = ActionMapping(contract, policy.action_dim, policy.action_names)
         self._assembler = ObservationAssembler(
             contract,

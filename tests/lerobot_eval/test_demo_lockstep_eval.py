@@ -7,10 +7,9 @@ from pathlib import Path
 
 import torch
 import yaml
-
-from lerobot_sim_bridge.demo.evaluate import evaluate
-from lerobot_sim_bridge.demo.report import build_report
-from lerobot_sim_bridge.demo.workspace import ENV_STATE, STATE, DemoLayout, DemoSettings, read_jsonl
+from lerobot_eval.demo.evaluate import evaluate
+from lerobot_eval.demo.report import build_report
+from lerobot_eval.demo.workspace import ENV_STATE, STATE, DemoLayout, DemoSettings, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT = REPO / "config" / "contracts" / "so101_sim.yaml"

@@ -7,7 +7,7 @@ with `--blend`. Inference takes no simulated time in lockstep, so this measures 
 handling, not the real-time behaviour (that is the executor node's and bench/bench_policy_executor.py's job).
 
 With `--num-envs N` (or `--num-envs` alone: one env per core) the episodes run N at a time on an in-process
-vector env instead of the bridge (lerobot_policy_node.vector_evaluation): same controller, contract conversion,
+vector env instead of the bridge (lerobot_eval.vector_evaluation): same controller, contract conversion,
 chunk handling and per-seed outcomes, more episodes per minute (1.7x with 2 envs on 2 cores, README).
 """
 
@@ -50,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(f"--threshold must be in [0, 1), got {args.threshold}")
     output_dir = args.output_dir or Path("outputs") / "eval" / time.strftime("%Y%m%d_%H%M%S")
     output_dir.mkdir(parents=True, exist_ok=True)
-    from lerobot_policy_node.evaluation import EvalSettings, run_evaluation
+    from lerobot_eval.evaluation import EvalSettings, run_evaluation
 
     settings = EvalSettings(
         checkpoint=args.checkpoint,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lerobot_eval.demo.workspace import DemoLayout, DemoSettings, recorded_episodes, trained_step
 from lerobot_ros.command import CommandError
-from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, recorded_episodes, trained_step
 
 if TYPE_CHECKING:
     from lerobot_training.trainer import TrainConfig

@@ -17,13 +17,14 @@ from lerobot_ros.command import CommandError
 PR_SET_PDEATHSIG = 1
 
 
-def repo_file(relative: str) -> Path:
-    """A file of the checkout (the current directory's, else the one this package lives in)."""
-    candidates = [Path.cwd() / relative] + [parent / relative for parent in Path(__file__).resolve().parents]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise CommandError(f"{relative} not found; run from the repository root")
+def installed_file(relative: str) -> Path:
+    """A launch file or contract installed with lerobot_ros (`lerobot_ros.share`), CommandError when missing."""
+    from lerobot_ros import share
+
+    try:
+        return share.find(relative)
+    except share.ShareFileNotFoundError as err:
+        raise CommandError(str(err)) from None
 
 
 def _parent_death_signal() -> Callable[[], None]:

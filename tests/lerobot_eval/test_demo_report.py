@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from lerobot_sim_bridge.demo.evaluate import merge_executor_runs, write_gif
-from lerobot_sim_bridge.demo.report import build_report
-from lerobot_sim_bridge.demo.workspace import DemoLayout, append_jsonl, read_jsonl, recorded_episodes, trained_step
+from lerobot_eval.demo.evaluate import merge_executor_runs, write_gif
+from lerobot_eval.demo.report import build_report
+from lerobot_eval.demo.workspace import DemoLayout, append_jsonl, read_jsonl, recorded_episodes, trained_step
 
 
 def test_jsonl_keeps_complete_lines_only(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lerobot_eval.demo.workspace import DemoLayout, DemoSettings, read_json
 from lerobot_ros.command import Command, CommandError
-from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, read_json
 
 VERBS = {
     "all": "record, train, eval and report (what `make demo` runs)",
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
 
     verb = args.verb
     if verb in ("all", "record"):
-        from lerobot_sim_bridge.demo.record import record
+        from lerobot_eval.demo.record import record
 
         def do_record() -> None:
             summary = record(layout, settings, say, args.timeout)
@@ -109,11 +109,11 @@ def _run(args: argparse.Namespace) -> int:
 
         timed("record", do_record)
     if verb in ("all", "train"):
-        from lerobot_sim_bridge.demo.train import train
+        from lerobot_eval.demo.train import train
 
         timed("train", lambda: say(f"train: checkpoint {train(layout, settings, say, args.restart)}"))
     if verb in ("all", "eval"):
-        from lerobot_sim_bridge.demo.evaluate import evaluate
+        from lerobot_eval.demo.evaluate import evaluate
 
         def do_eval() -> None:
             summary = evaluate(layout, settings, say, getattr(args, "num_envs", None))
@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
             )
 
         timed("eval", do_eval)
-    from lerobot_sim_bridge.demo.report import build_report
+    from lerobot_eval.demo.report import build_report
 
     _, text = build_report(layout)
     say("")

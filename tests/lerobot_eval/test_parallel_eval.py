@@ -22,15 +22,15 @@ import numpy as np
 import pytest
 import torch
 import yaml
-
-from lerobot_policy_node.core.policies import CheckpointPolicy, InputFeature
-from lerobot_policy_node.vector_evaluation import (
+from lerobot_eval.vector_evaluation import (
     WORKER_MEMORY_BYTES,
     BatchPolicy,
     MachineLimitError,
     choose_num_envs,
     max_envs,
 )
+
+from lerobot_policy_node.core.policies import CheckpointPolicy, InputFeature
 from lerobot_sim_bridge.contract_env import SimContractEnv
 from lerobot_sim_bridge.errors import InvalidConfigError
 
@@ -91,7 +91,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory, contract: dict[str, Any
 def _eval(out: Path, checkpoint: Path, videos: int, num_envs: str | None) -> dict[str, Any]:
     """What `lerobot-ros eval CHECKPOINT --episodes 3 --max-steps 20 --seed 7 [--num-envs N]` runs (in this process,
     in the test's ROS domain)."""
-    from lerobot_policy_node.evaluation import EvalSettings, run_evaluation
+    from lerobot_eval.evaluation import EvalSettings, run_evaluation
 
     settings = EvalSettings(
         checkpoint=str(checkpoint), contract="", episodes=3, max_steps=20, seed=7, env_id="so101_pick_place",
@@ -223,7 +223,7 @@ class ExpertChunkPolicy:
     fps = 30.0
 
     def __init__(self, contract: Mapping[str, Any]) -> None:
-        from lerobot_recorder.contract import Contract
+        from lerobot_contract import Contract
 
         parsed = Contract.from_dict(dict(contract))
         self._state = parsed.features[STATE].joint_units()
@@ -251,8 +251,9 @@ class ExpertChunkPolicy:
 @pytest.mark.parallel_eval
 @pytest.mark.skipif(not LONG, reason="about 2 min: LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval) runs it")
 def test_expert_episodes_are_the_same_on_one_two_and_three_envs(contract: dict[str, Any]) -> None:
-    from lerobot_policy_node.vector_evaluation import contract_env_factory, run_vector_episodes
-    from lerobot_recorder.contract import Contract
+    from lerobot_eval.vector_evaluation import contract_env_factory, run_vector_episodes
+
+    from lerobot_contract import Contract
 
     parsed = Contract.from_dict(contract).select([STATE, ENV_STATE, "action", FRONT])
     seeds = list(range(2000, 2006))

@@ -19,18 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_policy_node.core.errors import ChunkRejected, ObservationError, PolicyLoadError
+from lerobot_policy_node.core.errors import ChunkRejected, ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.observations import match_inputs
-from lerobot_policy_node.core.policies import (
-    SCRIPTED,
-    CheckpointPolicy,
-    ChunkPolicy,
-    parse_scripted,
-    resolve_checkpoint,
-)
+from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy
+from lerobot_policy_node.core.resolve import resolve_policy
 
-DEFAULT_CONTRACT = Path(__file__).resolve().parents[4] / "config" / "contracts" / "so101_sim.yaml"
+# The sim's contract, installed with lerobot_ros (share/lerobot_ros/config/contracts).
+DEFAULT_CONTRACT = "config/contracts/so101_sim.yaml"
 
 
 @dataclass(frozen=True)
@@ -56,31 +52,24 @@ class EvalSettings:
 
 def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
     """The policy and its contract (from --contract, the checkpoint, or the sim's default)."""
-    from lerobot_recorder.contract import Contract, ContractError
+    from lerobot_contract import ContractError
+    from lerobot_ros import share
     from lerobot_ros.command import CommandError
 
-    checkpoint: CheckpointPolicy | None = None
     try:
-        if settings.checkpoint.split(":", 1)[0] != SCRIPTED:
-            directory = resolve_checkpoint(settings.checkpoint)
-            checkpoint = CheckpointPolicy(directory, settings.device, name=settings.checkpoint)
-        if settings.contract:
-            contract = Contract.load(settings.contract)
-        elif checkpoint is not None and checkpoint.contract is not None:
-            contract = Contract.from_dict(checkpoint.contract, source=f"{settings.checkpoint}/contract.yaml")
-        elif DEFAULT_CONTRACT.is_file():
-            contract = Contract.load(DEFAULT_CONTRACT)
-        else:
-            raise CommandError("the checkpoint carries no contract.yaml: pass --contract (e.g. so101_sim.yaml)")
-    except (PolicyLoadError, ContractError) as err:
+        default: Path | None = share.find(DEFAULT_CONTRACT)
+    except share.ShareFileNotFoundError:
+        default = None
+    try:
+        return resolve_policy(
+            settings.checkpoint,
+            settings.contract,
+            device=settings.device,
+            default_contract=default,
+            contract_option="--contract",
+        )
+    except (PolicyLoadError, PolicyConfigError, ObservationError, ContractError) as err:
         raise CommandError(str(err)) from None
-    if checkpoint is not None:
-        return checkpoint, contract
-    action = contract.features["action"]
-    policy = parse_scripted(settings.checkpoint, action.size, tuple(action.dataset_names or ()))
-    if "fps=" not in settings.checkpoint:
-        policy.fps = float(contract.fps)
-    return policy, contract
 
 
 def _features_to_watch(contract: Any, policy: ChunkPolicy, cameras: str) -> list[str]:
@@ -144,8 +133,8 @@ def _run_vector(
     camera_key: str | None,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    """`--num-envs`: the episodes on an in-process vector env (lerobot_policy_node.vector_evaluation)."""
-    from lerobot_policy_node import vector_evaluation as vector
+    """`--num-envs`: the episodes on an in-process vector env (lerobot_eval.vector_evaluation)."""
+    from lerobot_eval import vector_evaluation as vector
     from lerobot_ros.command import CommandError
 
     if not settings.start_bridge:

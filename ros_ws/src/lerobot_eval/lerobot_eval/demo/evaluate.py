@@ -10,7 +10,7 @@ already in the work folder are not run again. The scripted expert runs on the sa
 ROS) for comparison.
 
 With `--num-envs N` the episodes run instead in lockstep on N in-process simulations at once
-(`lerobot_policy_node.vector_evaluation`, what `lerobot-ros eval --num-envs` runs: the bridge's controller and
+(`lerobot_eval.vector_evaluation`, what `lerobot-ros eval --num-envs` runs: the bridge's controller and
 contract conversion, the executor core on the simulation's step clock, crossfade, re-plan at half a chunk): the
 policy's success on the same seeds without real-time effects, several episodes at a time; no latency figures.
 """
@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_ros.command import CommandError
-from lerobot_sim_bridge.demo.stack import LaunchedStack, repo_file, ros_node, spin_until
-from lerobot_sim_bridge.demo.workspace import (
+from lerobot_eval.demo.stack import LaunchedStack, installed_file, ros_node, spin_until
+from lerobot_eval.demo.workspace import (
     DemoLayout,
     DemoSettings,
     append_jsonl,
@@ -35,6 +34,7 @@ from lerobot_sim_bridge.demo.workspace import (
     read_jsonl,
     trained_step,
 )
+from lerobot_ros.command import CommandError
 
 NAMESPACE = "/follower"
 SIM_CONTRACT = "config/contracts/so101_sim.yaml"
@@ -179,21 +179,21 @@ def _run_lockstep_episodes(
     say: Callable[[str], None],
     num_envs: str,
 ) -> None:
+    from lerobot_contract import ContractError
+    from lerobot_eval.vector_evaluation import choose_num_envs, contract_env_factory, run_vector_episodes
     from lerobot_policy_node.core.errors import PolicyLoadError
     from lerobot_policy_node.core.executor import NS
-    from lerobot_policy_node.core.policies import CheckpointPolicy
-    from lerobot_policy_node.vector_evaluation import choose_num_envs, contract_env_factory, run_vector_episodes
-    from lerobot_recorder.contract import Contract
+    from lerobot_policy_node.core.resolve import resolve_policy
 
     fps = 30.0
     seeds = list(range(settings.eval_seed + first, settings.eval_seed + settings.eval_episodes))
     max_steps = round(settings.eval_max_s * fps)
     try:
         envs = choose_num_envs(num_envs, len(seeds))
-        policy = CheckpointPolicy(layout.checkpoint)
-    except (ValueError, PolicyLoadError) as err:
+        # The checkpoint's own contract, else the sim's.
+        policy, source = resolve_policy(str(layout.checkpoint), default_contract=installed_file(SIM_CONTRACT))
+    except (ValueError, PolicyLoadError, ContractError) as err:
         raise CommandError(str(err)) from None
-    source = Contract.from_dict(policy.contract) if policy.contract else Contract.load(repo_file(SIM_CONTRACT))
     camera = f"observation.images.{CAMERA}"
     contract = source.select([*(f.key for f in policy.inputs), "action", camera])
     say(f"  in lockstep on {envs} in-process envs (no ROS, no real-time effects)")
@@ -235,7 +235,7 @@ def _run_episodes(
         "seed": str(settings.eval_seed + first),
     }
     layout.eval.mkdir(parents=True, exist_ok=True)
-    stack = LaunchedStack(repo_file("launch/sim_policy.launch.yaml"), arguments, layout.root / "logs" / "eval.log")
+    stack = LaunchedStack(installed_file("launch/sim_policy.launch.yaml"), arguments, layout.root / "logs" / "eval.log")
     try:
         with ros_node("demo_eval") as node:
             supervisor = Supervisor(node)

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from lerobot_eval.demo.stack import LaunchedStack, installed_file, ros_node, spin_until
+from lerobot_eval.demo.workspace import DemoLayout, DemoSettings, append_jsonl, read_jsonl, recorded_episodes
 from lerobot_ros.command import CommandError
-from lerobot_sim_bridge.demo.stack import LaunchedStack, repo_file, ros_node, spin_until
-from lerobot_sim_bridge.demo.workspace import DemoLayout, DemoSettings, append_jsonl, read_jsonl, recorded_episodes
 
 BOOKKEEPING = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
@@ -152,7 +152,9 @@ def _record_more(
         "episode_time_s": str(settings.max_episode_s),
         "resume": "true" if have else "false",
     }
-    stack = LaunchedStack(repo_file("launch/sim_record.launch.yaml"), arguments, layout.root / "logs" / "record.log")
+    stack = LaunchedStack(
+        installed_file("launch/sim_record.launch.yaml"), arguments, layout.root / "logs" / "record.log"
+    )
     try:
         with ros_node("demo_operator") as node:
             operator = Operator(node, missing, settings.task, settings.max_episode_s, first_seed)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from lerobot_sim_bridge.demo.workspace import DemoLayout, read_json, read_jsonl
+from lerobot_eval.demo.workspace import DemoLayout, read_json, read_jsonl
 
 TARGET_SUCCESS = 0.8
 
