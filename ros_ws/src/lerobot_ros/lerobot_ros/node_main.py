@@ -32,6 +32,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from lerobot_ros.dds import apply_ros_environment
+from lerobot_ros.node_kit.parameters import ParameterError
 
 NodeT = TypeVar("NodeT", bound=Node)
 LifecycleNodeT = TypeVar("LifecycleNodeT", bound=LifecycleNode)
@@ -83,9 +84,11 @@ def run_node(
     threads, more nodes on the executor). The spin loop ends on a signal, or when `finished(node)` gives an exit
     status instead of None; `loop(node, executor, stop)` replaces it for nodes that also wait on something
     else (a terminal). `shutdown(node)` runs whatever ended the run, while ROS still works. An exception of a
-    `startup_errors` type from `create` or `start` is logged by logger `name` as ``cannot start <what>:
-    <error>`` (`what` defaults to `name`) and the status is 1.
+    `startup_errors` type (and a ParameterError: a parameter value its table does not allow) from `create` or
+    `start` is logged by logger `name` as ``cannot start <what>: <error>`` (`what` defaults to `name`) and
+    the status is 1.
     """
+    startup_errors = (ParameterError, *startup_errors)
     apply_ros_environment()
     stop = StopRequest()
     previous = {sig: signal.signal(sig, stop.handle) for sig in STOP_SIGNALS}

@@ -25,11 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
@@ -40,6 +37,10 @@ from lerobot_drivers.arms.arm import Arm, make_bus, write_target
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_drivers.motors.calibration import check_calibration_location, load_calibration
 from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedError, MotorError
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, diagnostic_status
+from lerobot_ros.node_kit.lifecycle import configure_transition
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
 
@@ -48,6 +49,78 @@ DEFAULT_MAX_VELOCITY = 3.0
 
 JOINT_STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+@dataclass(frozen=True)
+class ArmDriverParameters:
+    """The arm driver's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    robot_type: str = param("so101_follower", "LeRobot robot type, e.g. so101_follower, koch_leader")
+    port: str = param("", "serial port of the arm (e.g. /dev/ttyACM0)")
+    calibration_file: str = param("", "LeRobot calibration JSON of this arm")
+    baudrate: int = param(0, "bus baud rate; 0 = the arm's default", low=0, high=4_000_000)
+    loop_rate: float = param(100.0, "control loop rate (Hz)", low=1.0, high=1000.0)
+    max_relative_target: float = param(
+        0.0,
+        "max distance (rad) of a goal from the measured position; 0 = off",
+        low=0.0,
+        high=2 * math.pi,
+        read_only=False,
+    )
+    max_velocity: float = param(
+        DEFAULT_MAX_VELOCITY,
+        "max goal speed (rad/s), every joint: a goal moves at most max_velocity / loop_rate per cycle",
+        low=0.01,
+        high=100.0,
+        read_only=False,
+    )
+    command_timeout: float = param(
+        0.5,
+        "age (s) after which a streamed command is stale and the arm holds",
+        low=0.01,
+        high=60.0,
+        read_only=False,
+    )
+    torque_off_on_shutdown: bool = param(
+        True, "release torque when the driver stops (the arm may fall)", read_only=False
+    )
+    joint_limits_lower: tuple[float, ...] | None = param(
+        None, "per-joint lower limits (rad), narrowing the calibrated range"
+    )
+    joint_limits_upper: tuple[float, ...] | None = param(
+        None, "per-joint upper limits (rad), narrowing the calibrated range"
+    )
+    bus_timeout: float = param(0.05, "reply timeout beyond wire time (s); USB adapters add their latency timer")
+    bus_retries: int = param(2, "retries of a failed bus transaction", low=0, high=10)
+    hold_after_failures: int = param(
+        3,
+        "failed cycles in a row before reporting ERROR (the arm holds meanwhile)",
+        low=1,
+        high=1000,
+        read_only=False,
+    )
+    bus_lost_after_failures: int = param(
+        10,
+        "failed cycles in a row after which the bus counts as lost: lifecycle error, then unconfigured",
+        low=1,
+        high=100_000,
+        read_only=False,
+    )
+    torque_off_on_error: bool = param(
+        False,
+        "on a lost bus or a failed loop, try to release torque (the arm may fall); else servos hold",
+        read_only=False,
+    )
+    connect_timeout: float = param(0.0, "wait this long (s) for the port to appear at configure")
+    autostart: bool = param(True, "configure and activate at start-up")
+    reconnect_period: float = param(
+        0.0,
+        "after a lost bus, try configure + activate every this many seconds (re-enables torque at the "
+        "measured pose); 0 = wait for a lifecycle manager",
+        low=0.0,
+        high=3600.0,
+    )
+    diagnostics_period: float = param(1.0, "seconds between /diagnostics reports")
 
 
 @dataclass
@@ -78,8 +151,7 @@ class ArmDriver(LifecycleNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("arm_driver", **kwargs)
-        self._declare_parameters()
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.params = declare_parameters(self, ArmDriverParameters, check=self._check_change)
         self._arm: Arm | None = None
         self._controller: ArmController | None = None
         self._lock = threading.Lock()
@@ -89,7 +161,7 @@ class ArmDriver(LifecycleNode):
         self._fault = ""
         self._leader = False
         self._joint_states_pub = self.create_publisher(JointState, "joint_states", JOINT_STATE_QOS)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(self)
         self._subscriptions_made: list[Any] = []
         self._last_state: Any = None
         self._trouble_seen = 0
@@ -101,179 +173,47 @@ class ArmDriver(LifecycleNode):
         # Whatever escapes the loop's own fault handling: logged, ERROR on /diagnostics, lifecycle error path.
         self._guard = WorkerGuard.for_node(self, hardware_id="arm")
         self._reconnect_timer: Any = None
-        self._diagnostics_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
+        self._diagnostics_timer = self.create_timer(float(self._config.diagnostics_period), self._publish_diagnostics)
 
-    def _declare_parameters(self) -> None:
-        def desc(text: str, *, read_only: bool = False, **kw: Any) -> ParameterDescriptor:
-            return ParameterDescriptor(description=text, read_only=read_only, **kw)
-
-        self.declare_parameter(
-            "robot_type", "so101_follower", desc("LeRobot robot type, e.g. so101_follower, koch_leader", read_only=True)
-        )
-        self.declare_parameter("port", "", desc("serial port of the arm (e.g. /dev/ttyACM0)", read_only=True))
-        self.declare_parameter("calibration_file", "", desc("LeRobot calibration JSON of this arm", read_only=True))
-        self.declare_parameter(
-            "baudrate",
-            0,
-            desc(
-                "bus baud rate; 0 = the arm's default",
-                read_only=True,
-                integer_range=[IntegerRange(from_value=0, to_value=4_000_000)],
-            ),
-        )
-        self.declare_parameter(
-            "loop_rate",
-            100.0,
-            desc(
-                "control loop rate (Hz)",
-                read_only=True,
-                floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)],
-            ),
-        )
-        self.declare_parameter(
-            "max_relative_target",
-            0.0,
-            desc(
-                "max distance (rad) of a goal from the measured position; 0 = off",
-                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=2 * math.pi)],
-            ),
-        )
-        self.declare_parameter(
-            "max_velocity",
-            DEFAULT_MAX_VELOCITY,
-            desc(
-                "max goal speed (rad/s), every joint: a goal moves at most max_velocity / loop_rate per cycle",
-                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=100.0)],
-            ),
-        )
-        self.declare_parameter(
-            "command_timeout",
-            0.5,
-            desc(
-                "age (s) after which a streamed command is stale and the arm holds",
-                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=60.0)],
-            ),
-        )
-        self.declare_parameter(
-            "torque_off_on_shutdown", True, desc("release torque when the driver stops (the arm may fall)")
-        )
-        self.declare_parameter(
-            "joint_limits_lower",
-            Parameter.Type.DOUBLE_ARRAY,
-            desc(
-                "per-joint lower limits (rad), narrowing the calibrated range",
-                read_only=True,
-                type=ParameterType.PARAMETER_DOUBLE_ARRAY,
-            ),
-        )
-        self.declare_parameter(
-            "joint_limits_upper",
-            Parameter.Type.DOUBLE_ARRAY,
-            desc(
-                "per-joint upper limits (rad), narrowing the calibrated range",
-                read_only=True,
-                type=ParameterType.PARAMETER_DOUBLE_ARRAY,
-            ),
-        )
-        self.declare_parameter(
-            "bus_timeout",
-            0.05,
-            desc("reply timeout beyond wire time (s); USB adapters add their latency timer", read_only=True),
-        )
-        self.declare_parameter(
-            "bus_retries",
-            2,
-            desc(
-                "retries of a failed bus transaction",
-                read_only=True,
-                integer_range=[IntegerRange(from_value=0, to_value=10)],
-            ),
-        )
-        self.declare_parameter(
-            "hold_after_failures",
-            3,
-            desc(
-                "failed cycles in a row before reporting ERROR (the arm holds meanwhile)",
-                integer_range=[IntegerRange(from_value=1, to_value=1000)],
-            ),
-        )
-        self.declare_parameter(
-            "bus_lost_after_failures",
-            10,
-            desc(
-                "failed cycles in a row after which the bus counts as lost: lifecycle error, then unconfigured",
-                integer_range=[IntegerRange(from_value=1, to_value=100_000)],
-            ),
-        )
-        self.declare_parameter(
-            "torque_off_on_error",
-            False,
-            desc("on a lost bus or a failed loop, try to release torque (the arm may fall); else servos hold"),
-        )
-        self.declare_parameter(
-            "connect_timeout", 0.0, desc("wait this long (s) for the port to appear at configure", read_only=True)
-        )
-        self.declare_parameter("autostart", True, desc("configure and activate at start-up", read_only=True))
-        self.declare_parameter(
-            "reconnect_period",
-            0.0,
-            desc(
-                "after a lost bus, try configure + activate every this many seconds (re-enables torque at the "
-                "measured pose); 0 = wait for a lifecycle manager",
-                read_only=True,
-                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
-            ),
-        )
-        self.declare_parameter("diagnostics_period", 1.0, desc("seconds between /diagnostics reports", read_only=True))
-
-    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
-        for p in params:
-            if p.name in ("max_relative_target", "max_velocity", "command_timeout") and self._controller is not None:
-                return SetParametersResult(
-                    successful=False, reason=f"{p.name} can only change while the driver is unconfigured"
-                )
-        new = {p.name: p.value for p in params}
-        hold = int(new.get("hold_after_failures", self._param("hold_after_failures")))
-        lost = int(new.get("bus_lost_after_failures", self._param("bus_lost_after_failures")))
-        if hold > lost:
-            return SetParametersResult(
-                successful=False,
-                reason=f"hold_after_failures ({hold}) must not exceed bus_lost_after_failures ({lost})",
+    def _check_change(self, old: ArmDriverParameters, new: ArmDriverParameters, changed: frozenset[str]) -> str | None:
+        for name in ("max_relative_target", "max_velocity", "command_timeout"):
+            if name in changed and self._controller is not None:
+                return f"{name} can only change while the driver is unconfigured"
+        if new.hold_after_failures > new.bus_lost_after_failures:
+            return (
+                f"hold_after_failures ({new.hold_after_failures}) must not exceed "
+                f"bus_lost_after_failures ({new.bus_lost_after_failures})"
             )
-        return SetParametersResult(successful=True)
+        return None
 
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
+    @property
+    def _config(self) -> ArmDriverParameters:
+        return self.params.config
 
     # Lifecycle transitions
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            self._configure_hardware()
-        except (MotorError, ValueError, OSError) as err:
-            self.get_logger().error(f"configure failed: {err}")
-            self._fault = str(err)
-            self._release(torque_off=False)
-            return TransitionCallbackReturn.FAILURE
-        except Exception:
-            # rclpy turns an exception in a transition into a silent ERROR: say what happened first.
-            self.get_logger().error(f"configure failed:\n{traceback.format_exc()}")
-            raise
-        return TransitionCallbackReturn.SUCCESS
+        return configure_transition(
+            self, self._configure_hardware, expected=(MotorError, ValueError, OSError), on_failure=self._unconfigure
+        )
+
+    def _unconfigure(self, reason: str) -> None:
+        self._fault = reason
+        self._release(torque_off=False)
 
     def _configure_hardware(self) -> None:
-        spec = get_arm(self._param("robot_type"))
-        port = self._param("port")
+        spec = get_arm(self._config.robot_type)
+        port = self._config.port
         if not port:
             raise ValueError("parameter port is empty; set it to the arm's serial port, e.g. port:=/dev/ttyACM0")
-        calibration_path = self._param("calibration_file")
+        calibration_path = self._config.calibration_file
         if not calibration_path:
             raise ValueError(
                 "parameter calibration_file is empty; point it at the arm's LeRobot calibration JSON "
                 f"(~/.cache/huggingface/lerobot/calibration/{spec.calibration_kind}/{spec.robot_type}/<id>.json)"
                 " or run `lerobot-ros calibrate`"
             )
-        hold_after, lost_after = int(self._param("hold_after_failures")), int(self._param("bus_lost_after_failures"))
+        hold_after, lost_after = int(self._config.hold_after_failures), int(self._config.bus_lost_after_failures)
         if hold_after > lost_after:
             raise ValueError(
                 f"hold_after_failures ({hold_after}) must not exceed bus_lost_after_failures ({lost_after}): "
@@ -285,9 +225,9 @@ class ArmDriver(LifecycleNode):
         bus = make_bus(
             spec,
             port,
-            baudrate=self._param("baudrate") or None,
-            timeout_s=self._param("bus_timeout"),
-            retries=self._param("bus_retries"),
+            baudrate=self._config.baudrate or None,
+            timeout_s=self._config.bus_timeout,
+            retries=self._config.bus_retries,
         )
         arm = Arm(spec, bus, calibration)
         self._connect(arm)
@@ -303,10 +243,10 @@ class ArmDriver(LifecycleNode):
                     joint_names=spec.joint_names,
                     lower=tuple(lower),
                     upper=tuple(upper),
-                    max_relative_target=self._param("max_relative_target"),
-                    max_velocity=self._param("max_velocity"),
-                    command_timeout=self._param("command_timeout"),
-                    update_period=1.0 / float(self._param("loop_rate")),
+                    max_relative_target=self._config.max_relative_target,
+                    max_velocity=self._config.max_velocity,
+                    command_timeout=self._config.command_timeout,
+                    update_period=1.0 / float(self._config.loop_rate),
                 )
             )
         except BaseException:
@@ -322,12 +262,12 @@ class ArmDriver(LifecycleNode):
 
     def _wait_for_port(self, port: str) -> None:
         """With connect_timeout > 0, wait for the port to appear (a fake bus or udev may create it late)."""
-        deadline = time.monotonic() + float(self._param("connect_timeout"))
+        deadline = time.monotonic() + float(self._config.connect_timeout)
         while not os.path.exists(port) and time.monotonic() < deadline:
             time.sleep(0.1)
 
     def _connect(self, arm: Arm) -> None:
-        deadline = time.monotonic() + float(self._param("connect_timeout"))
+        deadline = time.monotonic() + float(self._config.connect_timeout)
         while True:
             try:
                 arm.connect()
@@ -341,10 +281,10 @@ class ArmDriver(LifecycleNode):
         self, names: tuple[str, ...], lower: np.ndarray, upper: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         for which, values in (("lower", lower), ("upper", upper)):
-            try:
-                given = list(self.get_parameter(f"joint_limits_{which}").value)
-            except ParameterUninitializedException:
+            limits = self._config.joint_limits_lower if which == "lower" else self._config.joint_limits_upper
+            if limits is None:
                 continue
+            given = list(limits)
             if len(given) != len(names):
                 raise ValueError(
                     f"joint_limits_{which} needs {len(names)} values ({', '.join(names)}), got {len(given)}"
@@ -382,7 +322,7 @@ class ArmDriver(LifecycleNode):
         )
         self._thread.start()
         self.get_logger().info(
-            f"active ({'leader' if self._leader else 'follower'}), loop at {self._param('loop_rate')} Hz"
+            f"active ({'leader' if self._leader else 'follower'}), loop at {self._config.loop_rate} Hz"
         )
         return super().on_activate(state)
 
@@ -400,7 +340,7 @@ class ArmDriver(LifecycleNode):
         return result
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release(torque_off=bool(self._param("torque_off_on_shutdown")))
+        self._release(torque_off=bool(self._config.torque_off_on_shutdown))
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -409,11 +349,11 @@ class ArmDriver(LifecycleNode):
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_loop()
-        torque_off = self._loop_failed.is_set() and bool(self._param("torque_off_on_error"))
+        torque_off = self._loop_failed.is_set() and bool(self._config.torque_off_on_error)
         self._release(torque_off=torque_off)
         if self._loop_failed.is_set():
             self._loop_failed.clear()
-            period = float(self._param("reconnect_period"))
+            period = float(self._config.reconnect_period)
             then = (
                 f"reconnecting every {period:g} s"
                 if period > 0
@@ -432,7 +372,7 @@ class ArmDriver(LifecycleNode):
         if self._state_machine.current_state[1] != "unconfigured":
             self._stop_reconnecting()  # someone else configured it
             return
-        if not os.path.exists(str(self._param("port"))):
+        if not os.path.exists(str(self._config.port)):
             return  # still unplugged; configure would only say so again
         if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
             return  # configure logged why; the next tick tries again
@@ -450,7 +390,7 @@ class ArmDriver(LifecycleNode):
     def release_hardware(self) -> None:
         """Stop the loop, release torque if configured, close the port (idempotent)."""
         self._stop_loop()
-        self._release(torque_off=bool(self._param("torque_off_on_shutdown")))
+        self._release(torque_off=bool(self._config.torque_off_on_shutdown))
 
     def _release(self, *, torque_off: bool) -> None:
         arm = self._arm
@@ -510,9 +450,9 @@ class ArmDriver(LifecycleNode):
     # The loop
 
     def _run_loop(self) -> None:
-        period = 1.0 / float(self._param("loop_rate"))
-        hold_after = int(self._param("hold_after_failures"))
-        lost_after = int(self._param("bus_lost_after_failures"))
+        period = 1.0 / float(self._config.loop_rate)
+        hold_after = int(self._config.hold_after_failures)
+        lost_after = int(self._config.bus_lost_after_failures)
         next_tick = time.perf_counter()
         last_start: float | None = None
         while not self._stop.is_set() and self.context.ok():
@@ -615,12 +555,9 @@ class ArmDriver(LifecycleNode):
         arm = self._arm
         with self._stats_lock:
             periods, cycle_times = list(stats.periods), list(stats.cycle_times)
-        nominal = 1.0 / float(self._param("loop_rate"))
+        nominal = 1.0 / float(self._config.loop_rate)
         jitter = [abs(p - nominal) for p in periods]
-        status = DiagnosticStatus()
-        status.name = f"{self.get_name()}: {self._param('robot_type')}"
-        status.hardware_id = str(self._param("port"))
-        hold_after = int(self._param("hold_after_failures"))
+        hold_after = int(self._config.hold_after_failures)
         problems = []
         level = DiagnosticStatus.OK
         if self._fault:
@@ -635,11 +572,9 @@ class ArmDriver(LifecycleNode):
             if stats.servo_errors:
                 level = max(level, DiagnosticStatus.WARN)
                 problems.append("servo errors: " + "; ".join(f"{k}: {v}" for k, v in stats.servo_errors.items()))
-        status.level = level
         idle = "not configured" if arm is None else ("ok" if self._thread is not None else "configured, not active")
-        status.message = "; ".join(problems) if problems else idle
         values = {
-            "loop_rate_target_hz": f"{self._param('loop_rate'):.1f}",
+            "loop_rate_target_hz": f"{self._config.loop_rate:.1f}",
             "loop_period_p50_ms": f"{_percentile_ms(periods, 50):.3f}",
             "loop_period_p99_ms": f"{_percentile_ms(periods, 99):.3f}",
             "loop_jitter_p50_ms": f"{_percentile_ms(jitter, 50):.3f}",
@@ -654,7 +589,7 @@ class ArmDriver(LifecycleNode):
             "stale_holds": str(stats.stale_holds),
             "clipped_cycles": str(stats.clipped_cycles),
             "step_limited_cycles": str(stats.step_limited_cycles),
-            "max_velocity_rad_s": f"{self._param('max_velocity'):.3f}",
+            "max_velocity_rad_s": f"{self._config.max_velocity:.3f}",
             "lifecycle_state": self._state_machine.current_state[1],
             "last_bus_error": stats.last_bus_error,
         }
@@ -670,12 +605,16 @@ class ArmDriver(LifecycleNode):
                 values[f"{name}.voltage_v"] = f"{state.voltages[i]:.1f}"
                 values[f"{name}.temperature_c"] = f"{state.temperatures[i]:.0f}"
                 values[f"{name}.error"] = stats.servo_errors.get(name, "")
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         self._trouble_seen = arm.bus.stats.retries + stats.failed_cycles if arm is not None else 0
-        array = DiagnosticArray()
-        array.header.stamp = self.get_clock().now().to_msg()
-        array.status = [status]
-        self._publish(self._diagnostics_pub, array)
+        self._diagnostics.publish(
+            diagnostic_status(
+                f"{self.get_name()}: {self._config.robot_type}",
+                level,
+                "; ".join(problems) if problems else idle,
+                values,
+                hardware_id=self._config.port,
+            )
+        )
 
     def _recent_bus_trouble(self) -> bool:
         arm = self._arm

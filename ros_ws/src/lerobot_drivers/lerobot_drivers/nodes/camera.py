@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import sys
 import threading
-import traceback
+from dataclasses import dataclass
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import Header
@@ -28,14 +25,34 @@ from lerobot_drivers.cameras.capture import CaptureThread, Frame
 from lerobot_drivers.cameras.errors import CameraError
 from lerobot_drivers.cameras.sources import CameraMode, CameraRequest, make_source
 from lerobot_ros.images import compressed_format, encode_jpeg, message_data, rgb_to_image
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
+from lerobot_ros.node_kit.lifecycle import configure_transition
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
 
 IMAGE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 
 
-def _desc(text: str, read_only: bool = False, **kwargs: Any) -> ParameterDescriptor:
-    return ParameterDescriptor(description=text, read_only=read_only, **kwargs)
+@dataclass(frozen=True)
+class CameraParameters:
+    """The camera node's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    device: str = param("", "index (0), path (/dev/video0, a video file) or synthetic[:presence file]")
+    width: int = param(0, "frame width; 0 = the device's default")
+    height: int = param(0, "frame height; 0 = the device's default")
+    fps: float = param(0.0, "frame rate; 0 = the device's default")
+    fourcc: str = param("", "pixel format: MJPG, YUYV or empty for the default")
+    exposure: float = param(-1.0, "manual exposure (device units); < 0 = automatic")
+    frame_id: str = param("", "header.frame_id; default <node name>_optical_frame")
+    publish_raw: bool = param(True, "publish image_raw (rgb8)")
+    publish_compressed: bool = param(False, "publish image_raw/compressed (JPEG)")
+    jpeg_quality: int = param(90, "JPEG quality of image_raw/compressed", low=1, high=100, step=1, read_only=False)
+    reconnect_period: float = param(1.0, "seconds between attempts to reopen a vanished device")
+    stall_timeout: float = param(2.0, "seconds without a frame before the camera is reported stalled")
+    diagnostics_period: float = param(1.0, "seconds between /diagnostics reports")
+    autostart: bool = param(True, "configure and activate at start-up")
 
 
 class CameraNode(LifecycleNode):
@@ -43,23 +60,7 @@ class CameraNode(LifecycleNode):
 
     def __init__(self, node_name: str = "camera", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        d = self.declare_parameter
-        d("device", "", _desc("index (0), path (/dev/video0, a video file) or synthetic[:presence file]", True))
-        d("width", 0, _desc("frame width; 0 = the device's default", True))
-        d("height", 0, _desc("frame height; 0 = the device's default", True))
-        d("fps", 0.0, _desc("frame rate; 0 = the device's default", True))
-        d("fourcc", "", _desc("pixel format: MJPG, YUYV or empty for the default", True))
-        d("exposure", -1.0, _desc("manual exposure (device units); < 0 = automatic", True))
-        d("frame_id", "", _desc("header.frame_id; default <node name>_optical_frame", True))
-        d("publish_raw", True, _desc("publish image_raw (rgb8)", True))
-        d("publish_compressed", False, _desc("publish image_raw/compressed (JPEG)", True))
-        quality_range = [IntegerRange(from_value=1, to_value=100, step=1)]
-        d("jpeg_quality", 90, _desc("JPEG quality of image_raw/compressed", integer_range=quality_range))
-        d("reconnect_period", 1.0, _desc("seconds between attempts to reopen a vanished device", True))
-        d("stall_timeout", 2.0, _desc("seconds without a frame before the camera is reported stalled", True))
-        d("diagnostics_period", 1.0, _desc("seconds between /diagnostics reports", True))
-        d("autostart", True, _desc("configure and activate at start-up", True))
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.params = declare_parameters(self, CameraParameters)
         self._source: Any = None
         self._mode: CameraMode | None = None
         self._capture: CaptureThread | None = None
@@ -73,43 +74,32 @@ class CameraNode(LifecycleNode):
         self._last_seq = 0
         self._diag_timer: Any = None
         self._source_closed = False
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(self)
 
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
-
-    def _on_set_parameters(self, params: list[Parameter[Any]]) -> SetParametersResult:
-        for p in params:
-            if p.name == "jpeg_quality" and not 1 <= int(p.value) <= 100:
-                return SetParametersResult(successful=False, reason="jpeg_quality must be 1..100")
-        return SetParametersResult(successful=True)
+    @property
+    def _config(self) -> CameraParameters:
+        return self.params.config
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            request = CameraRequest(
-                int(self._param("width")),
-                int(self._param("height")),
-                float(self._param("fps")),
-                str(self._param("fourcc")).upper(),
-                float(self._param("exposure")),
-            )
-            source = make_source(str(self._param("device")), request)
-            self._mode = source.open()
-        except (CameraError, ValueError) as err:
-            self.get_logger().error(f"configure failed: {err}")
-            return TransitionCallbackReturn.FAILURE
-        except Exception:
-            self.get_logger().error(f"configure failed:\n{traceback.format_exc()}")
-            raise
-        self._source = source
-        self._source_closed = False
-        if self._param("publish_raw"):
+        result = configure_transition(self, self._open_source, expected=(CameraError, ValueError))
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        source = self._source
+        if self._config.publish_raw:
             self._pubs["raw"] = self.create_publisher(Image, "image_raw", IMAGE_QOS)
-        if self._param("publish_compressed"):
+        if self._config.publish_compressed:
             self._pubs["compressed"] = self.create_publisher(CompressedImage, "image_raw/compressed", IMAGE_QOS)
         self._pubs["info"] = self.create_publisher(CameraInfo, "camera_info", IMAGE_QOS)
         self.get_logger().info(f"opened {source.description}: {self._mode}")
         return TransitionCallbackReturn.SUCCESS
+
+    def _open_source(self) -> None:
+        config = self._config
+        request = CameraRequest(config.width, config.height, config.fps, config.fourcc.upper(), config.exposure)
+        source = make_source(config.device, request)
+        self._mode = source.open()
+        self._source = source
+        self._source_closed = False
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         assert self._source is not None and self._mode is not None
@@ -121,7 +111,7 @@ class CameraNode(LifecycleNode):
                 return TransitionCallbackReturn.FAILURE
             self._source_closed = False
         self._capture = CaptureThread(
-            self._source, self._mode, float(self._param("reconnect_period")), on_event=self._on_capture_event
+            self._source, self._mode, float(self._config.reconnect_period), on_event=self._on_capture_event
         )
         self._stop.clear()
         self._capture.start()
@@ -129,7 +119,7 @@ class CameraNode(LifecycleNode):
             target=self._guard.wrap("publish loop", self._publish_loop), name="camera_publish", daemon=True
         )
         self._publisher_thread.start()
-        self._diag_timer = self.create_timer(float(self._param("diagnostics_period")), self._publish_diagnostics)
+        self._diag_timer = self.create_timer(float(self._config.diagnostics_period), self._publish_diagnostics)
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -170,13 +160,13 @@ class CameraNode(LifecycleNode):
 
     def _on_capture_event(self, kind: str, text: str) -> None:
         if kind == "disconnected":
-            self.get_logger().warning(f"camera lost: {text}; reopening every {self._param('reconnect_period')} s")
+            self.get_logger().warning(f"camera lost: {text}; reopening every {self._config.reconnect_period} s")
         else:
             self.get_logger().info(f"camera back: {text}")
 
     def _publish_loop(self) -> None:
-        stall_timeout = float(self._param("stall_timeout"))
-        frame_id = str(self._param("frame_id")) or f"{self.get_name()}_optical_frame"
+        stall_timeout = float(self._config.stall_timeout)
+        frame_id = str(self._config.frame_id) or f"{self.get_name()}_optical_frame"
         while not self._stop.is_set():
             capture = self._capture
             if capture is None:
@@ -209,7 +199,7 @@ class CameraNode(LifecycleNode):
             raw.publish(msg)
         compressed = self._pubs.get("compressed")
         if compressed is not None:
-            data = encode_jpeg(image, int(self._param("jpeg_quality")))
+            data = encode_jpeg(image, int(self._config.jpeg_quality))
             msg = CompressedImage(header=header, format=compressed_format("rgb8"))
             msg.data = message_data(msg, data)
             compressed.publish(msg)
@@ -223,18 +213,13 @@ class CameraNode(LifecycleNode):
         if capture is None:
             return
         stats = capture.stats()
-        status = DiagnosticStatus(
-            name=f"{self.get_fully_qualified_name()}: camera", hardware_id=str(self._param("device"))
-        )
         if self._stalled or not stats.connected:
-            status.level = DiagnosticStatus.ERROR
-            status.message = "disconnected, reconnecting" if not stats.connected else "stalled: no frames"
+            level = Level.ERROR
+            message = "disconnected, reconnecting" if not stats.connected else "stalled: no frames"
         elif self._mode is not None and stats.fps < 0.8 * self._mode.fps and stats.captured > 2 * self._mode.fps:
-            status.level = DiagnosticStatus.WARN
-            status.message = f"slow: {stats.fps:.1f} fps of {self._mode.fps:g}"
+            level, message = Level.WARN, f"slow: {stats.fps:.1f} fps of {self._mode.fps:g}"
         else:
-            status.level = DiagnosticStatus.OK
-            status.message = "ok"
+            level, message = Level.OK, "ok"
         values = {
             "mode": str(self._mode),
             "fps": f"{stats.fps:.2f}",
@@ -246,10 +231,8 @@ class CameraNode(LifecycleNode):
             "last_frame_age_s": f"{stats.last_frame_age_s:.3f}",
             "last_error": stats.last_error,
         }
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics.publish(array)
+        name = f"{self.get_fully_qualified_name()}: camera"
+        self._diagnostics.publish(diagnostic_status(name, level, message, values, hardware_id=self._config.device))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -15,30 +15,32 @@ Camera `front` becomes node `/cameras/front/camera` publishing `/cameras/front/i
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import Executor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from lerobot_drivers.nodes.camera import CameraNode
+from lerobot_drivers.nodes.camera import CameraNode, CameraParameters
 from lerobot_ros.executors import ThreadPoolExecutor
+from lerobot_ros.node_kit.parameters import ParameterTable, param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 
-# per-camera settings taken from the config and their defaults (the camera node's parameters)
-CAMERA_SETTINGS: dict[str, Any] = {
-    "device": "",
-    "width": 0,
-    "height": 0,
-    "fps": 0.0,
-    "fourcc": "",
-    "exposure": -1.0,
-    "publish_raw": True,
-    "publish_compressed": False,
-    "jpeg_quality": 90,
-}
+# per-camera settings taken from the config: these parameters of the camera node, as `<name>.<setting>`
+CAMERA_SETTINGS = ParameterTable.of(CameraParameters).only(
+    ["device", "width", "height", "fps", "fourcc", "exposure", "publish_raw", "publish_compressed", "jpeg_quality"]
+)
+
+
+@dataclass(frozen=True)
+class CameraGroupParameters:
+    """The camera group's own parameters; each camera adds `<name>.<setting>` (CAMERA_SETTINGS)."""
+
+    names: tuple[str, ...] | None = param(None, "the cameras, each configured by <name>.device, <name>.width, ...")
+    synthetic: bool = param(False, "every camera is the synthetic counter pattern (no device)")
 
 
 class CameraGroup(Node):
@@ -46,18 +48,12 @@ class CameraGroup(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("camera_group", **kwargs)
-        ro = ParameterDescriptor(read_only=True)
-        self.declare_parameter("names", Parameter.Type.STRING_ARRAY, ParameterDescriptor(read_only=True))
-        self.declare_parameter("synthetic", False, ro)
-        names_param = self.get_parameter("names")
-        self.names: list[str] = [] if names_param.type_ == Parameter.Type.NOT_SET else list(names_param.value)
+        config = declare_parameters(self, CameraGroupParameters).config
+        self.names: list[str] = list(config.names or ())
         self.settings: dict[str, dict[str, Any]] = {}
         for name in self.names:
-            self.settings[name] = {
-                key: self.declare_parameter(f"{name}.{key}", default, ro).value
-                for key, default in CAMERA_SETTINGS.items()
-            }
-            if bool(self.get_parameter("synthetic").value):
+            self.settings[name] = dict(declare_parameters(self, CAMERA_SETTINGS, prefix=f"{name}.").config)
+            if config.synthetic:
                 self.settings[name]["device"] = "synthetic"
                 self.settings[name]["fourcc"] = ""
         self._cameras: list[CameraNode] = []

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -20,6 +20,8 @@ from lerobot_drivers.arms import get_arm
 from lerobot_drivers.teleop.gamepad import GamepadConfig, GamepadJog, GamepadState
 from lerobot_drivers.teleop.jog import JointJog
 from lerobot_drivers.teleop.kinematics import ArmChain
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 
 QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -59,24 +61,35 @@ def apply_events(pygame: Any, state: GamepadState, joysticks: dict[int, Any]) ->
     return messages
 
 
+@dataclass(frozen=True)
+class GamepadTeleopParameters:
+    """The gamepad teleop node's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    robot_type: str = param("so101_follower", "LeRobot robot type of the arm")
+    follower_namespace: str = param("/follower", "namespace of the arm driver")
+    mode: str = param("joint", "joint or ee (end-effector velocity through the arm's IK); button A toggles")
+    rate: float = param(50.0, "integration and joint_commands rate (Hz)")
+    deadzone: float = param(0.12, "stick dead zone (0..1)")
+    joint_speed: float = param(1.0, "joint speed at full deflection (rad/s)")
+    linear_speed: float = param(0.08, "tip speed at full deflection (m/s)")
+    gripper_speed: float = param(2.0, "gripper speed at full trigger (rad/s)")
+
+
 class GamepadTeleop(Node):
     """See the module docstring."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("gamepad_teleop", **kwargs)
-
-        def d(name: str, default: Any, text: str) -> Any:
-            return self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=True)).value
-
-        robot = get_arm(str(d("robot_type", "so101_follower", "LeRobot robot type of the arm")))
-        follower = str(d("follower_namespace", "/follower", "namespace of the arm driver")).rstrip("/")
-        mode = str(d("mode", "joint", "joint or ee (end-effector velocity through the arm's IK); button A toggles"))
-        self.rate = float(d("rate", 50.0, "integration and joint_commands rate (Hz)"))
+        config = declare_parameters(self, GamepadTeleopParameters).config
+        robot = get_arm(config.robot_type)
+        follower = config.follower_namespace.rstrip("/")
+        mode = config.mode
+        self.rate = config.rate
         cfg = GamepadConfig(
-            deadzone=float(d("deadzone", 0.12, "stick dead zone (0..1)")),
-            joint_speed=float(d("joint_speed", 1.0, "joint speed at full deflection (rad/s)")),
-            linear_speed=float(d("linear_speed", 0.08, "tip speed at full deflection (m/s)")),
-            gripper_speed=float(d("gripper_speed", 2.0, "gripper speed at full trigger (rad/s)")),
+            deadzone=config.deadzone,
+            joint_speed=config.joint_speed,
+            linear_speed=config.linear_speed,
+            gripper_speed=config.gripper_speed,
         )
         n = len(robot.joint_names)
         self.pad = GamepadJog(JointJog(robot.joint_names, 0.05, [-3.2] * n, [3.2] * n), cfg, ArmChain(), mode)

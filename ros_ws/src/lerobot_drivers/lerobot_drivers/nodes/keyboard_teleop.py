@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import select
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -22,6 +22,8 @@ from std_srvs.srv import Trigger
 
 from lerobot_drivers.arms import get_arm
 from lerobot_drivers.teleop.jog import JOG_HELP, JogAction, JogKeys, JointJog
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import StopRequest, run_node
 from lerobot_ros.terminal_keys import HELP, SERVICES, Control, cbreak
 
@@ -29,21 +31,29 @@ QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 ESC_TIMEOUT_S = 0.05
 
 
+@dataclass(frozen=True)
+class KeyboardTeleopParameters:
+    """The keyboard teleop node's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    robot_type: str = param("so101_follower", "LeRobot robot type of the arm")
+    follower_namespace: str = param("/follower", "namespace of the arm driver")
+    step: float = param(0.05, "jog step (rad)")
+    rate: float = param(20.0, "joint_commands rate (Hz)")
+    tty: str = param("", "terminal to read keys from; empty = this process's stdin")
+    recorder: str = param("/recorder", "recorder node whose services the episode keys call")
+
+
 class KeyboardTeleop(Node):
     """Turns key presses into joint targets and recorder service calls."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("keyboard_teleop", **kwargs)
-
-        def d(name: str, default: Any, text: str) -> Any:
-            return self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=True)).value
-
-        robot = get_arm(str(d("robot_type", "so101_follower", "LeRobot robot type of the arm")))
-        follower = str(d("follower_namespace", "/follower", "namespace of the arm driver")).rstrip("/")
-        step = float(d("step", 0.05, "jog step (rad)"))
-        rate = float(d("rate", 20.0, "joint_commands rate (Hz)"))
-        self.tty = str(d("tty", "", "terminal to read keys from; empty = this process's stdin"))
-        recorder = str(d("recorder", "/recorder", "recorder node whose services the episode keys call")).rstrip("/")
+        config = declare_parameters(self, KeyboardTeleopParameters).config
+        robot = get_arm(config.robot_type)
+        follower = config.follower_namespace.rstrip("/")
+        step, rate = config.step, config.rate
+        self.tty = config.tty
+        recorder = config.recorder.rstrip("/")
         n = len(robot.joint_names)
         self.jog = JointJog(robot.joint_names, step, [-3.2] * n, [3.2] * n)
         self.keys = JogKeys()

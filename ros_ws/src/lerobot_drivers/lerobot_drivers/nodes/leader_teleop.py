@@ -14,12 +14,11 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor
 from rcl_interfaces.srv import GetParameters
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -29,10 +28,33 @@ from lerobot_drivers.motors.calibration import check_calibration_location, load_
 from lerobot_drivers.motors.errors import CalibrationError
 from lerobot_drivers.teleop.errors import TeleopError
 from lerobot_drivers.teleop.leader_follower import LeaderFollowerMap, check_pair, clip_relative
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+@dataclass(frozen=True)
+class LeaderTeleopParameters:
+    """The leader teleop node's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    leader_type: str = param("so101_leader", "LeRobot robot type of the leader arm")
+    follower_type: str = param("so101_follower", "LeRobot robot type of the follower arm")
+    leader_calibration: str = param("", "LeRobot calibration JSON of the leader")
+    follower_calibration: str = param("", "LeRobot calibration JSON of the follower")
+    leader_namespace: str = param("/leader", "namespace of the leader driver")
+    follower_namespace: str = param("/follower", "namespace of the follower driver")
+    max_relative_target: float = param(
+        0.0, "max distance (rad) of a target from the follower's position; 0 = off", read_only=False
+    )
+    state_timeout: float = param(0.5, "leader/follower states older than this (s) are stale: nothing is sent")
+    calibration_wait: float = param(0.0, "wait this long (s) for the calibration files to appear (fake hardware)")
+    driver_name: str = param(
+        "arm_driver", "node name of both arm drivers (their robot_type is checked); empty = no check"
+    )
 
 
 class LeaderTeleop(Node):
@@ -41,28 +63,16 @@ class LeaderTeleop(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("leader_teleop", **kwargs)
 
-        def d(name: str, default: Any, text: str, read_only: bool = True) -> Any:
-            return self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=read_only))
-
-        d("leader_type", "so101_leader", "LeRobot robot type of the leader arm")
-        d("follower_type", "so101_follower", "LeRobot robot type of the follower arm")
-        d("leader_calibration", "", "LeRobot calibration JSON of the leader")
-        d("follower_calibration", "", "LeRobot calibration JSON of the follower")
-        d("leader_namespace", "/leader", "namespace of the leader driver")
-        d("follower_namespace", "/follower", "namespace of the follower driver")
-        d("max_relative_target", 0.0, "max distance (rad) of a target from the follower's position; 0 = off", False)
-        d("state_timeout", 0.5, "leader/follower states older than this (s) are stale: nothing is sent")
-        d("calibration_wait", 0.0, "wait this long (s) for the calibration files to appear (fake hardware)")
-        d("driver_name", "arm_driver", "node name of both arm drivers (their robot_type is checked); empty = no check")
-        p = self._param
-        leader, follower = check_pair(p("leader_type"), p("follower_type"))
+        self.params = declare_parameters(self, LeaderTeleopParameters)
+        config = self.params.config
+        leader, follower = check_pair(config.leader_type, config.follower_type)
         calibrations = []
         for role, spec in (("leader", leader), ("follower", follower)):
-            path = str(p(f"{role}_calibration"))
+            path = config.leader_calibration if role == "leader" else config.follower_calibration
             if not path:
                 raise TeleopError(f"{role}_calibration is not set: give the {spec.robot_type}'s calibration JSON")
             check_calibration_location(path, spec.robot_type, spec.calibration_kind)
-            deadline = time.monotonic() + float(p("calibration_wait"))
+            deadline = time.monotonic() + float(config.calibration_wait)
             while not os.path.exists(path) and time.monotonic() < deadline:
                 time.sleep(0.1)
             calibrations.append(load_calibration(path))
@@ -72,17 +82,17 @@ class LeaderTeleop(Node):
         self._stats = {"forwarded": 0, "clipped": 0, "rejected": 0, "stale": 0}
         self._last_error = ""
         self._last_error_log = 0.0
-        leader_ns, follower_ns = str(p("leader_namespace")).rstrip("/"), str(p("follower_namespace")).rstrip("/")
+        leader_ns, follower_ns = str(config.leader_namespace).rstrip("/"), str(config.follower_namespace).rstrip("/")
         self._commands = self.create_publisher(JointState, f"{follower_ns}/joint_commands", COMMAND_QOS)
         self.create_subscription(JointState, f"{leader_ns}/joint_states", self._on_leader, STATE_QOS)
         self.create_subscription(JointState, f"{follower_ns}/joint_states", self._on_follower, STATE_QOS)
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(self)
         self.create_timer(1.0, self._publish_diagnostics)
         # Forward nothing until both drivers say they run the arms this node was configured for.
         self._expected = {leader_ns: leader.robot_type, follower_ns: follower.robot_type}
         self._verified: set[str] = set()
         self._type_clients: dict[str, Any] = {}
-        driver = str(p("driver_name"))
+        driver = str(config.driver_name)
         if driver:
             for ns in self._expected:
                 self._type_clients[ns] = self.create_client(GetParameters, f"{ns}/{driver}/get_parameters")
@@ -91,11 +101,12 @@ class LeaderTeleop(Node):
             self._verified = set(self._expected)
         self.get_logger().info(
             f"{leader.robot_type} ({leader_ns}) -> {follower.robot_type} ({follower_ns}), "
-            f"max_relative_target {p('max_relative_target')} rad"
+            f"max_relative_target {config.max_relative_target} rad"
         )
 
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
+    @property
+    def _config(self) -> LeaderTeleopParameters:
+        return self.params.config
 
     def _on_follower(self, msg: JointState) -> None:
         order = {n: i for i, n in enumerate(msg.name)}
@@ -146,12 +157,12 @@ class LeaderTeleop(Node):
         except TeleopError as err:
             self._reject(str(err))
             return
-        timeout = float(self._param("state_timeout"))
+        timeout = float(self._config.state_timeout)
         age = (self.get_clock().now() - rclpy.time.Time.from_msg(msg.header.stamp)).nanoseconds * 1e-9
         if age > timeout:
             self._stats["stale"] += 1
             return
-        max_rel = float(self._param("max_relative_target"))
+        max_rel = float(self._config.max_relative_target)
         with self._lock:
             follower = self._follower
         if max_rel > 0:
@@ -166,18 +177,16 @@ class LeaderTeleop(Node):
         self._stats["forwarded"] += 1
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: teleop", hardware_id="")
         if self._stats["forwarded"] == 0 and self._last_error:
-            status.level, status.message = DiagnosticStatus.ERROR, self._last_error
+            level, message = Level.ERROR, self._last_error
         elif self._stats["forwarded"] == 0:
-            status.level, status.message = DiagnosticStatus.WARN, "waiting for leader/follower joint_states"
+            level, message = Level.WARN, "waiting for leader/follower joint_states"
         else:
-            status.level, status.message = DiagnosticStatus.OK, "forwarding"
+            level, message = Level.OK, "forwarding"
         values = {k: str(v) for k, v in self._stats.items()} | {"last_error": self._last_error}
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics.publish(array)
+        self._diagnostics.publish(
+            diagnostic_status(f"{self.get_fully_qualified_name()}: teleop", level, message, values)
+        )
 
 
 def main(args: list[str] | None = None) -> int:

@@ -133,7 +133,10 @@ def _show(value: Any) -> str:
 
 
 def _number(value: float, kind: Kind) -> str:
-    return str(int(value)) if kind.element is Kind.INTEGER else repr(float(value))
+    if kind.element is Kind.INTEGER:
+        return str(int(value))
+    text = f"{float(value):.6g}"  # 2 * pi reads 6.28319
+    return text if any(c in text for c in ".en") else f"{text}.0"
 
 
 @dataclass(frozen=True)
