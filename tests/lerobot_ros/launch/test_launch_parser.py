@@ -530,3 +530,57 @@ def test_set_parameter_and_set_remap_apply_to_the_nodes_after_them(write_launch,
     assert after.node.global_parameters == ("use_sim_time:=True",)
     assert after.node.remappings == (("/clock", "/sim/clock"), ("a", "b"))
     assert after.argv(Path("/p"))[2:6] == ["-r", "__node:=after", "-p", "use_sim_time:=True"]
+
+
+def test_every_tag_has_one_handler() -> None:
+    """The tags the first pass accepts are exactly those the planner has a handler for."""
+    from lerobot_ros.launch.entities import SCHEMAS
+    from lerobot_ros.launch.parser import _Planner
+
+    assert set(_Planner.HANDLERS) == set(SCHEMAS)
+    assert set(SCHEMAS) >= _Planner.SURVEYED
+
+
+def test_a_file_including_itself_by_absolute_path(write_launch, plan, tmp_path: Path) -> None:
+    """The search for an include's required arguments follows absolute paths; a self-include must not loop it.
+
+    Before the survey shared the planner, it recursed until RecursionError (a traceback, not a one-line error).
+    """
+    path = tmp_path / "test.launch.yaml"
+    write_launch(
+        f"""
+        launch:
+          - arg: {{name: again, default: "false"}}
+          - include: {{file: {path}, if: $(var again)}}
+        """
+    )
+    assert [a.name for a in plan(path).arguments] == ["again"]
+    with pytest.raises(LaunchFileError, match=r"test\.launch\.yaml:3: include: include cycle"):
+        plan(path, {"again": "true"})
+
+
+def test_declared_arguments_read_args_and_includes_as_the_run_does(write_launch, index, plan) -> None:
+    """Description and choices are escaped as launch's `arg` parse does; an include is followed with the
+    configurations the run would have there (a scoped group's default is gone, argument names substituted)."""
+    write_launch("launch:\n  - arg: {name: robot}\n  - arg: {name: rate, default: '1'}\n", "child.launch.yaml")
+    write_launch("launch:\n  - arg: {name: unreachable, default: '1'}\n", "other.launch.yaml")
+    path = write_launch(
+        r"""
+        launch:
+          - arg: {name: mode, default: a, description: 'one \\ two', choice: [{value: a}, {value: 'b\\c'}]}
+          - group: [{arg: {name: where, default: $(dirname)}}]
+          - include: {file: "$(var where)/other.launch.yaml"}
+          - arg: {name: which, default: robot}
+          - include: {file: "$(dirname)/child.launch.yaml", arg: [{name: $(var which), value: r}]}
+        """
+    )
+    arguments = declared_arguments(path, package_share=index.package_share, package_prefix=index.package_prefix)
+    assert [(a.name, a.location.path.name) for a in arguments] == [
+        ("mode", "test.launch.yaml"),
+        ("where", "test.launch.yaml"),
+        ("which", "test.launch.yaml"),
+        ("rate", "child.launch.yaml"),
+    ]
+    assert (arguments[0].description, arguments[0].choices) == ("one \\ two", ("a", "b\\c"))
+    ran = plan(path, {"where": str(path.parent)}).arguments
+    assert (ran[0].description, ran[0].choices) == (arguments[0].description, arguments[0].choices)

@@ -1,9 +1,9 @@
 """Reading ROS 2 YAML launch files into a `LaunchPlan`, the way launch / launch_ros's YAML frontend does.
 
 Two passes, as in `launch`: every file is first checked against the tags and attributes it may hold
-(so a typo or a bad type in a branch that is never taken still fails, and every `$(...)` is parsed),
-then its actions are visited in order, each by the handler of its tag (`_Planner.HANDLERS`, like
-launch_ros's per-action `parse()`/`execute()`), with the launch configurations of their scope:
+(`entities.py`, like each action's `parse()`), then its actions are visited in order, each by the
+handler of its tag (`_Planner.HANDLERS`, like each action's `execute()`), with the launch
+configurations of their scope:
 
 - `arg` sets its default only when the configuration is not already set (command line, includer);
   an included file's required arguments (no default) must be in the include's `arg:` list;
@@ -14,8 +14,11 @@ launch_ros's per-action `parse()`/`execute()`), with the launch configurations o
   the file); `log` prints, `shutdown` stops the launch; `for` / `for_each` repeat their actions (launch 3.8);
 - `if` / `unless` take `true`/`false`/`1`/`0` (any case, stripped) after substitution.
 
-Attribute values are typed as launch_yaml reads them: text attributes must be YAML strings, `float`
-attributes (`respawn_delay`, `sigterm_timeout`, `period`) unquoted floats, and so on.
+The same planner reads a file without running it (`_Survey`): every branch is visited, only the
+handlers that declare arguments or hold actions act, and what cannot be evaluated is skipped. That
+gives launch's static argument search (the required arguments of an include) and `--show-args`;
+`arg` is the one place an argument is declared.
+
 Relative paths (`include: file`, `param: from`) are resolved against the current directory like
 `ros2 launch` does; write `$(dirname)/...` or `$(find-pkg-share pkg)/...` for paths next to a file.
 """
@@ -45,15 +48,15 @@ from lerobot_ros.launch.description import (
     ProcessDescription,
     ShutdownRequest,
 )
+from lerobot_ros.launch.entities import OTHER_FORMATS, entity_of, read_launch_file
 from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location, SubstitutionError
-from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap, YamlSyntaxError, load_marked_yaml
+from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap
 from lerobot_ros.launch.parameters import (
     ParameterTypeError,
     flatten_parameters,
     global_parameter_rule,
     global_parameter_value,
     parameter_value,
-    parse_type,
 )
 from lerobot_ros.launch.substitutions import (
     SubstitutionContext,
@@ -69,288 +72,6 @@ ROS_NAMESPACE = "ros_namespace"
 _NAME_TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLI_ARGUMENT = re.compile(r"^([^\s:=]+):=(.*)$", re.DOTALL)
 _MAX_INCLUDE_DEPTH = 32
-_OTHER_FORMATS = {".py": "Python", ".xml": "XML"}
-
-# Attribute kinds, with how launch_yaml reads them (`get_attr(name, data_type=...)`):
-TEXT = "text"  # a string, substituted
-RAW = "raw"  # a string, used as written (after backslash escapes)
-BOOL = "bool"  # an unquoted YAML bool
-BOOL_SUBST = "bool_subst"  # an unquoted bool, or text whose substituted value is a bool
-BOOL_SUBST_STRICT = "bool_subst_strict"  # an unquoted bool, or text with $(...) giving a bool
-FLOAT = "float"  # an unquoted YAML float
-FLOAT_SUBST = "float_subst"  # an unquoted float, or text with $(...) giving a float
-INT = "int"  # an unquoted YAML int
-ENTITIES = "entities"  # a list of mappings (sub-entities)
-CHILDREN = "children"  # a list of actions
-ANY = "any"  # a scalar or list (param value / type)
-
-
-@dataclass(frozen=True)
-class _Schema:
-    attributes: Mapping[str, str]
-    required: frozenset[str] = frozenset()
-    conditions: bool = True  # takes `if` / `unless`
-
-
-_PROCESS = {
-    "name": TEXT,
-    "cwd": TEXT,
-    "env": ENTITIES,
-    "output": TEXT,
-    "respawn": TEXT,
-    "respawn_delay": FLOAT,
-    "respawn_max_retries": INT,
-    "on_exit": RAW,
-    "launch-prefix": TEXT,
-    "sigterm_timeout": FLOAT,
-    "sigkill_timeout": FLOAT,
-    "emulate_tty": BOOL,
-}
-_SCHEMAS: dict[str, _Schema] = {
-    "arg": _Schema({"name": RAW, "default": TEXT, "description": RAW, "choice": ENTITIES}, frozenset({"name"})),
-    "let": _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"})),
-    "node": _Schema(
-        {
-            **_PROCESS,
-            "pkg": TEXT,
-            "exec": TEXT,
-            "exec_name": TEXT,
-            "namespace": TEXT,
-            "args": TEXT,
-            "ros_args": TEXT,
-            "param": ENTITIES,
-            "remap": ENTITIES,
-        },
-        frozenset({"exec"}),
-    ),
-    "executable": _Schema({**_PROCESS, "cmd": TEXT}, frozenset({"cmd"})),
-    "include": _Schema({"file": TEXT, "arg": ENTITIES}, frozenset({"file"})),
-    "group": _Schema({"scoped": BOOL, "children": CHILDREN}, frozenset({"children"})),
-    "push-ros-namespace": _Schema({"namespace": TEXT}, frozenset({"namespace"})),
-    "push_ros_namespace": _Schema({"namespace": TEXT}, frozenset({"namespace"})),
-    "set_env": _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"})),
-    "append_env": _Schema(
-        {"name": TEXT, "value": TEXT, "prepend": BOOL_SUBST_STRICT, "separator": TEXT}, frozenset({"name", "value"})
-    ),
-    "unset_env": _Schema({"name": TEXT}, frozenset({"name"})),
-    "set_parameter": _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"})),
-    "set_remap": _Schema({"from": TEXT, "to": TEXT}, frozenset({"from", "to"})),
-    "log": _Schema({"message": TEXT}, frozenset({"message"})),
-    "shutdown": _Schema({"reason": TEXT}),
-    "timer": _Schema(
-        {"period": FLOAT_SUBST, "cancel_on_shutdown": BOOL_SUBST_STRICT, "children": CHILDREN},
-        frozenset({"period", "children"}),
-    ),
-    "for": _Schema({"len": TEXT, "name": RAW, "children": CHILDREN}, frozenset({"len", "name", "children"})),
-    "for_each": _Schema({"values": TEXT, "children": CHILDREN}, frozenset({"values", "children"})),
-}
-_SUB_SCHEMAS: dict[tuple[str, str], _Schema] = {
-    ("node", "remap"): _Schema({"from": TEXT, "to": TEXT}, frozenset({"from", "to"}), conditions=False),
-    ("node", "env"): _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"}), conditions=False),
-    ("executable", "env"): _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"}), conditions=False),
-    ("include", "arg"): _Schema({"name": TEXT, "value": TEXT}, frozenset({"name", "value"}), conditions=False),
-    ("arg", "choice"): _Schema({"value": RAW}, frozenset({"value"}), conditions=False),
-    ("node", "param"): _Schema(
-        {"name": TEXT, "value": ANY, "type": ANY, "param": ENTITIES, "from": TEXT, "allow_substs": BOOL_SUBST},
-        conditions=False,
-    ),
-}
-_ATTRIBUTE_HINTS = {
-    ("node", "ros_namespace"): "use 'namespace' (launch_ros's node has no 'ros_namespace' attribute)",
-    ("executable", "args"): "launch's executable has no 'args'; put the arguments in 'cmd'",
-    ("node", "shell"): "'shell' is not supported by lerobot-ros launch; run 'sh -c ...' as an executable",
-    ("executable", "shell"): "'shell' is not supported by lerobot-ros launch; write cmd: sh -c '...'",
-    ("group", "forwarding"): "'forwarding' is not supported by lerobot-ros launch",
-    ("group", "keep"): "'keep' is not supported by lerobot-ros launch",
-}
-_UNSUPPORTED_TAGS = {
-    "node_container": "composable nodes are not supported by lerobot-ros launch",
-    "load_composable_node": "composable nodes are not supported by lerobot-ros launch",
-    "ros_timer": "ros_timer (ROS time) is not supported by lerobot-ros launch; use timer",
-    "set_use_sim_time": "write set_parameter: {name: use_sim_time, value: 'true'}",
-    "set_ros_log_dir": "not supported by lerobot-ros launch; use --log-dir",
-    "set_parameters_from_file": (
-        "not supported by lerobot-ros launch; give the file to each node as param: [{from: FILE}]"
-    ),
-    "reset_env": "not supported by lerobot-ros launch",
-    "reset": "not supported by lerobot-ros launch",
-    "lifecycle_node": "lifecycle transitions are not supported by lerobot-ros launch",
-}
-
-
-def _entity_of(item: Any, container: MarkedList, index: int, path: Path) -> tuple[str, Any, int]:
-    line = container.item_lines[index]
-    if not isinstance(item, MarkedMap) or len(item) != 1:
-        raise LaunchFileError(
-            Location(path, line, "launch"),
-            "each list item must be a mapping with exactly one tag, like '- node: {...}'; fix the indentation",
-        )
-    ((tag, body),) = item.items()
-    return str(tag), body, line
-
-
-def _kind_error(kind: str, key: str, value: Any) -> str | None:
-    """Why `value` does not fit an attribute of `kind` as launch_yaml reads it; None when it fits."""
-    if kind in (TEXT, RAW):
-        if not isinstance(value, str):
-            return (
-                f'attribute {key!r} must be a string, got {value!r}; quote it ({key}: "{value}") '
-                "- launch_yaml does not convert values"
-            )
-    elif kind == BOOL:
-        if not isinstance(value, bool):
-            return (
-                f"attribute {key!r} must be an unquoted true or false, got {value!r} "
-                "(launch_ros would take any non-empty string as true)"
-            )
-    elif kind in (BOOL_SUBST, BOOL_SUBST_STRICT):
-        if not isinstance(value, (bool, str)):
-            return f"attribute {key!r} must be true/false, got {value!r}"
-        if kind == BOOL_SUBST_STRICT and isinstance(value, str) and "$(" not in value:
-            return f"attribute {key!r} must be an unquoted true or false (or a $(...)), got {value!r}"
-    elif kind == FLOAT:
-        if not isinstance(value, float):
-            how = f"write {value}.0" if isinstance(value, int) and not isinstance(value, bool) else "write e.g. 2.0"
-            return f"attribute {key!r} must be an unquoted float (launch_ros compares it as a number); {how}"
-    elif kind == FLOAT_SUBST:
-        if isinstance(value, str) and "$(" in value:
-            return None
-        if not isinstance(value, float):
-            return f"attribute {key!r} must be an unquoted float like 2.0 (or a $(...)), got {value!r}"
-    elif kind == INT:
-        if not isinstance(value, int) or isinstance(value, bool):
-            return f"attribute {key!r} must be an unquoted integer, got {value!r}"
-    elif kind in (ENTITIES, CHILDREN):
-        if not isinstance(value, MarkedList) or not all(isinstance(v, MarkedMap) for v in value) or not value:
-            example = "- node: ..." if kind == CHILDREN else "{...}"
-            return f"attribute {key!r} must be a list of mappings, like '{key}: [{example}]'"
-    elif kind == ANY and isinstance(value, MarkedMap):
-        return f"attribute {key!r} cannot be a mapping; use nested 'param' entries"
-    return None
-
-
-def _check_templates(value: Any, location: Location) -> None:
-    try:
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                parse_template(item)
-    except SubstitutionError as err:
-        raise LaunchFileError(location, str(err)) from None
-
-
-def _check_attributes(body: MarkedMap, schema: _Schema, location: Location, path: Path, owner: str) -> None:
-    allowed = dict(schema.attributes)
-    if schema.conditions:
-        allowed.update({"if": TEXT, "unless": TEXT})
-    for key, value in body.items():
-        where = Location(path, body.line_of(key), location.tag)
-        if key not in allowed:
-            hint = _ATTRIBUTE_HINTS.get((owner, str(key)), "remove it or fix its spelling")
-            raise LaunchFileError(where, f"unknown attribute {key!r} (allowed: {', '.join(sorted(allowed))}); {hint}")
-        problem = _kind_error(allowed[key], str(key), value)
-        if problem is not None:
-            raise LaunchFileError(where, problem)
-        if allowed[key] in (TEXT, BOOL_SUBST, BOOL_SUBST_STRICT, FLOAT_SUBST, ANY):
-            _check_templates(value, where)
-    if "if" in body and "unless" in body:
-        raise LaunchFileError(location, "'if' and 'unless' cannot both be given; keep one")
-    missing = sorted(schema.required - set(body))
-    if missing:
-        raise LaunchFileError(location, f"missing required attribute {missing[0]!r}; add '{missing[0]}: ...'")
-
-
-def check_entities(entities: Any, path: Path, where: Location) -> None:
-    """Check tags, attributes (with their YAML types) and sub-entities of a list of actions."""
-    if not isinstance(entities, MarkedList):
-        raise LaunchFileError(where, "expected a list of actions ('- node: ...', '- arg: ...')")
-    for index, item in enumerate(entities):
-        tag, body, line = _entity_of(item, entities, index, path)
-        location = Location(path, line, tag)
-        if tag in _UNSUPPORTED_TAGS:
-            raise LaunchFileError(location, f"tag {tag!r} is not supported: {_UNSUPPORTED_TAGS[tag]}")
-        if tag not in _SCHEMAS:
-            raise LaunchFileError(
-                location, f"unknown tag {tag!r}; lerobot-ros launch supports {', '.join(sorted(_SCHEMAS))}"
-            )
-        if tag == "group" and isinstance(body, MarkedList):
-            check_entities(body, path, location)
-            continue
-        if not isinstance(body, MarkedMap):
-            raise LaunchFileError(location, f"'{tag}' must be a mapping of attributes, like '{tag}: {{name: ...}}'")
-        schema = _SCHEMAS[tag]
-        _check_attributes(body, schema, location, path, tag)
-        for key, kind in schema.attributes.items():
-            if key not in body:
-                continue
-            if kind == CHILDREN:
-                check_entities(body[key], path, location)
-            elif kind == ENTITIES:
-                for sub_index, sub_body in enumerate(body[key]):
-                    sub_location = Location(path, body[key].item_lines[sub_index], f"{tag} {key}")
-                    if (tag, key) == ("node", "param"):
-                        _check_param(sub_body, sub_location, path)
-                    else:
-                        _check_attributes(sub_body, _SUB_SCHEMAS[(tag, key)], sub_location, path, f"{tag} {key}")
-
-
-def _check_param(body: MarkedMap, location: Location, path: Path, nested: bool = False) -> None:
-    _check_attributes(body, _SUB_SCHEMAS[("node", "param")], location, path, "node param")
-    if "from" in body:
-        if nested:
-            raise LaunchFileError(location, "'from' is not allowed in a nested param; move it to the node's param list")
-        extra = set(body) - {"from", "allow_substs"}
-        if extra:
-            raise LaunchFileError(location, f"'from' excludes {', '.join(sorted(extra))}; give a params file or a name")
-        return
-    if "allow_substs" in body:
-        raise LaunchFileError(location, "'allow_substs' can only be used together with 'from'")
-    if "name" not in body:
-        raise LaunchFileError(
-            location, "a param needs 'name' (with 'value' or nested 'param') or 'from' (a params file)"
-        )
-    has_value = body.get("value") is not None
-    if has_value == ("param" in body):
-        raise LaunchFileError(location, f"param {body['name']!r} needs exactly one of 'value' or nested 'param'")
-    if "type" in body:
-        if "param" in body:
-            raise LaunchFileError(location, "'type' cannot be combined with nested 'param'")
-        try:
-            parse_type(body["type"])
-        except ParameterTypeError as err:
-            raise LaunchFileError(location, f"param {body['name']!r}: {err}") from None
-    if "param" in body:
-        for index, sub_body in enumerate(body["param"]):
-            _check_param(sub_body, Location(path, body["param"].item_lines[index], location.tag), path, nested=True)
-
-
-def read_launch_file(path: Path) -> MarkedList:
-    """Load and check one launch file; returns its list of actions."""
-    if path.suffix in _OTHER_FORMATS:
-        raise LaunchError(
-            f"{path}:1: launch: {_OTHER_FORMATS[path.suffix]} launch files are not supported by lerobot-ros launch "
-            "(only the YAML format); run it with ros2 launch, or write it as a .launch.yaml file"
-        )
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise LaunchError(f"{path}: no such launch file; check the path") from None
-    except OSError as err:
-        raise LaunchError(f"{path}: cannot read: {err.strerror}") from None
-    try:
-        document = load_marked_yaml(text, path)
-    except YamlSyntaxError as err:
-        raise LaunchFileError(Location(path, err.line, "YAML"), f"{err.problem}; fix the syntax") from None
-    if not isinstance(document, MarkedMap) or set(document) != {"launch"}:
-        line = document.line if isinstance(document, (MarkedMap, MarkedList)) else 1
-        raise LaunchFileError(
-            Location(path, line, "launch"),
-            "a YAML launch file is a mapping with the single key 'launch:' holding a list",
-        )
-    entities = document["launch"]
-    if entities is None:
-        entities = MarkedList(document.line)
-    check_entities(entities, path, Location(path, document.line_of("launch"), "launch"))
-    return cast(MarkedList, entities)
 
 
 def parse_cli_arguments(arguments: Sequence[str], launch_file: Path) -> dict[str, str]:
@@ -469,19 +190,58 @@ class _Deferred:
 
 @dataclass
 class _Frame:
-    """Where the visitor is: the file, its includer, the enclosing loops, the timer delay."""
+    """Where the visitor is: the file, its includer, the enclosing loops, the timer delay.
+
+    When surveying: whether an `if`/`unless`/timer is around, and the argument names given by each
+    include between the surveyed file and here.
+    """
 
     path: Path
     included_by: Location | None
     delay: float = 0.0
     loop_indices: dict[str, int] = field(default_factory=dict)
     loop_values: dict[str, str] = field(default_factory=dict)
+    conditional: bool = False
+    given: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """Reading a file without running it: every branch is visited, nothing that cannot be evaluated fails.
+
+    `defaults=True` (`--show-args`): `arg` defaults and include arguments are evaluated as far as they
+    go and used by what follows; loops are looked into once. `defaults=False` is launch's
+    `get_launch_arguments` (no context): no configurations and no file (`$(var)`, `$(dirname)` do not
+    evaluate), only absolute include paths, not into loops. `includes=False`: the file alone.
+    """
+
+    defaults: bool
+    includes: bool = True
+
+
+_LAUNCH_STATIC = _Survey(defaults=False)
+
+
+@dataclass(frozen=True)
+class _Declaration:
+    """An `arg` the planner met, with where it was met (for the required-argument check of includes)."""
+
+    argument: DeclaredArgument
+    conditional: bool
+    given: tuple[tuple[str, ...], ...]
 
 
 Handler = Callable[["_Planner", Any, Location, _Frame], None]
 
 
 class _Planner:
+    """Visits a launch file's actions, each with the handler of its tag (`HANDLERS`).
+
+    Running (`survey` None): conditions are evaluated and the plan (processes, configurations,
+    messages, shutdown) is built. Surveying: only the `SURVEYED` handlers act, on every branch.
+    Either way `declarations` lists the `arg`s met, in order.
+    """
+
     def __init__(
         self,
         package_share: Callable[[str], Path],
@@ -490,7 +250,9 @@ class _Planner:
         environ: Mapping[str, str],
         cwd: Path,
         cli_arguments: Mapping[str, str],
+        survey: _Survey | None = None,
     ) -> None:
+        self.survey = survey
         self.package_share = package_share
         self.package_prefix = package_prefix
         self.find_executable = find_executable
@@ -498,12 +260,13 @@ class _Planner:
         self.scope = _Scope(dict(cli_arguments), dict(environ), {})
         self.cwd = cwd
         self.processes: list[ProcessDescription] = []
-        self.declared: list[DeclaredArgument] = []
+        self.declarations: list[_Declaration] = []
         self.messages: list[LogMessage] = []
         self.shutdown: ShutdownRequest | None = None
         self.include_stack: list[Path] = []
         self.deferred: list[_Deferred] = []
         self._files: dict[Path, MarkedList] = {}
+        self.surveyed: set[Path] = set()
 
     @property
     def configurations(self) -> dict[str, str]:
@@ -527,6 +290,17 @@ class _Planner:
             return evaluate(parse_template(_scalar_text(value)), self.context(frame))
         except LaunchError as err:
             raise LaunchFileError(location, str(err)) from None
+
+    def try_sub(self, value: Any, frame: _Frame) -> str | None:
+        """`value` substituted, or None where it cannot be (when surveying)."""
+        try:
+            template = parse_template(_scalar_text(value))
+            in_file = any(not isinstance(p, str) and p.name in ("dirname", "filename") for p in template)
+            if in_file and self.survey is not None and not self.survey.defaults:
+                return None  # launch's search without a context has no file
+            return evaluate(template, self.context(frame))
+        except LaunchError:
+            return None
 
     def split(self, value: Any, location: Location, frame: _Frame) -> list[str]:
         try:
@@ -574,11 +348,37 @@ class _Planner:
 
     def run_entities(self, entities: MarkedList, frame: _Frame) -> None:
         for index, item in enumerate(entities):
-            tag, body, line = _entity_of(item, entities, index, frame.path)
+            tag, body, line = entity_of(item, entities, index, frame.path)
             location = Location(frame.path, line, tag)
-            if isinstance(body, MarkedMap) and not self.condition_holds(body, location, frame):
+            here = frame
+            if self.survey is not None:
+                if tag not in self.SURVEYED:
+                    continue
+                if isinstance(body, MarkedMap) and ("if" in body or "unless" in body):
+                    here = replace(frame, conditional=True)
+            elif isinstance(body, MarkedMap) and not self.condition_holds(body, location, frame):
                 continue
-            self.HANDLERS[tag](self, body, location, frame)
+            self.HANDLERS[tag](self, body, location, here)
+
+    def survey_file(self, path: Path) -> list[_Declaration]:
+        """The `arg`s of `path` and of the includes the survey follows, in order; raises if `path` is unreadable."""
+        self.surveyed.add(path)
+        self.run_entities(self.load(path), _Frame(path, None))
+        return self.declarations
+
+    def surveyor(self, survey: _Survey) -> _Planner:
+        """A planner that surveys files with this one's package index, environment and loaded files."""
+        planner = _Planner(
+            self.package_share,
+            self.package_prefix,
+            self.find_executable,
+            self.base_environ,
+            self.cwd,
+            {},
+            survey,
+        )
+        planner._files = self._files
+        return planner
 
     def condition_holds(self, body: MarkedMap, location: Location, frame: _Frame) -> bool:
         if "if" in body:
@@ -592,7 +392,14 @@ class _Planner:
         default = body.get("default")
         choices = tuple(unescape(c["value"]) for c in body.get("choice", ())) or None
         description = unescape(body.get("description", ""))
-        self.declared.append(DeclaredArgument(name, default, description, choices, location))
+        argument = DeclaredArgument(name, default, description, choices, location)
+        self.declarations.append(_Declaration(argument, frame.conditional, frame.given))
+        if self.survey is not None:
+            if self.survey.defaults and default is not None and name not in self.configurations:
+                value = self.try_sub(default, frame)
+                if value is not None:
+                    self.configurations[name] = value
+            return
         if name not in self.configurations:
             if default is None:
                 how = (
@@ -662,6 +469,9 @@ class _Planner:
             self.shutdown = ShutdownRequest(reason, location, frame.delay)
 
     def timer(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+        if self.survey is not None:
+            self.run_entities(body["children"], replace(frame, conditional=True))
+            return
         period = body["period"]
         if not isinstance(period, float):
             text = self.sub(period, location, frame)
@@ -679,6 +489,9 @@ class _Planner:
         )
 
     def for_loop(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+        if self.survey is not None:
+            self.survey_loop(body, frame)
+            return
         text = self.sub(body["len"], location, frame)
         try:
             length = int(text)
@@ -690,6 +503,9 @@ class _Planner:
             self.run_entities(body["children"], inner)
 
     def for_each(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+        if self.survey is not None:
+            self.survey_loop(body, frame)
+            return
         text = self.sub(body["values"], location, frame)
         for chunk in text.split(";"):
             if not chunk.strip():
@@ -710,6 +526,12 @@ class _Planner:
             )
             self.run_entities(body["children"], inner)
 
+    def survey_loop(self, body: MarkedMap, frame: _Frame) -> None:
+        """A loop's actions, once (launch's static search does not look into loops)."""
+        assert self.survey is not None
+        if self.survey.defaults:
+            self.run_entities(body["children"], replace(frame, conditional=True))
+
     def group(self, body: MarkedMap | MarkedList, location: Location, frame: _Frame) -> None:
         children = body if isinstance(body, MarkedList) else body["children"]
         scoped = True if isinstance(body, MarkedList) else bool(body.get("scoped", True))
@@ -721,12 +543,15 @@ class _Planner:
                 self.scope = saved
 
     def include(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+        if self.survey is not None:
+            self.survey_include(body, location, frame)
+            return
         text = self.sub(body["file"], location, frame)
         target = self.resolve_path(text)
-        if target.suffix in _OTHER_FORMATS:
+        if target.suffix in OTHER_FORMATS:
             raise LaunchFileError(
                 location,
-                f"{target.name}: {_OTHER_FORMATS[target.suffix]} launch files are not supported by lerobot-ros launch "
+                f"{target.name}: {OTHER_FORMATS[target.suffix]} launch files are not supported by lerobot-ros launch "
                 "(only the YAML format); include a .launch.yaml file instead",
             )
         if not target.is_file():
@@ -743,31 +568,70 @@ class _Planner:
             self.configurations[name] = value
         self.run_file(target, location)
 
+    def survey_include(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+        """Follow an include whose path evaluates now (launch: `try_get_launch_description_without_context`).
+
+        A file is surveyed once; one that cannot be read is skipped (the run reports it).
+        """
+        assert self.survey is not None
+        if not self.survey.includes:
+            return
+        text = self.try_sub(body["file"], frame)
+        if text is None:
+            return
+        target = self.resolve_path(text) if self.survey.defaults else Path(text)
+        if not target.is_absolute() or target.suffix in OTHER_FORMATS:
+            return
+        target = target.resolve()
+        if target in self.surveyed:
+            return
+        try:
+            entities = self.load(target)
+        except LaunchError:
+            return
+        given: list[str] = []
+        for argument in body.get("arg", ()):
+            name = self.try_sub(argument["name"], frame)
+            if name is None:
+                continue
+            given.append(name)
+            value = self.try_sub(argument["value"], frame) if self.survey.defaults else None
+            if value is not None:
+                self.configurations[name] = value
+        self.surveyed.add(target)
+        inner = _Frame(target, location, conditional=frame.conditional, given=(*frame.given, tuple(given)))
+        self.run_entities(entities, inner)
+
     def check_required_arguments(self, target: Path, given: list[str], location: Location | None) -> None:
         """launch's IncludeLaunchDescription check: required args found statically must be passed by the include.
 
         `location` is the include; None for the file given to the launcher (its include is the command line).
         """
         try:
-            entities = self.load(target)
+            declarations = self.surveyor(_LAUNCH_STATIC).survey_file(target)
         except LaunchError:
             return  # reported when the file runs
-        for declaration in _static_arguments(entities, target, self.base_environ, self, [], False, set()):
-            if declaration.conditional or declaration.has_default:
+        seen: set[str] = set()
+        for declaration in declarations:
+            argument = declaration.argument
+            if argument.name in seen:
+                continue  # the first declaration of a name counts
+            seen.add(argument.name)
+            if declaration.conditional or argument.default is not None:
                 continue
-            names = [*given, *(n for chain in declaration.chain for n in chain)]
-            if declaration.name not in names and location is None:
+            names = [*given, *(n for names in declaration.given for n in names)]
+            if argument.name not in names and location is None:
                 raise LaunchFileError(
-                    declaration.location,
-                    f"argument {declaration.name!r} is required (it has no default); pass {declaration.name}:=VALUE",
+                    argument.location,
+                    f"argument {argument.name!r} is required (it has no default); pass {argument.name}:=VALUE",
                 )
-            if declaration.name not in names:
+            if argument.name not in names:
                 assert location is not None
                 raise LaunchFileError(
                     location,
-                    f"the included file {target.name} requires argument {declaration.name!r} "
-                    f"(declared at {declaration.location.path.name}:{declaration.location.line}); add "
-                    f"{{name: {declaration.name}, value: ...}} to this include's 'arg' list "
+                    f"the included file {target.name} requires argument {argument.name!r} "
+                    f"(declared at {argument.location.path.name}:{argument.location.line}); add "
+                    f"{{name: {argument.name}, value: ...}} to this include's 'arg' list "
                     "(ros2 launch does not take it from the command line)",
                 )
 
@@ -966,76 +830,8 @@ class _Planner:
         "for": for_loop,
         "for_each": for_each,
     }
-
-
-@dataclass(frozen=True)
-class _StaticArgument:
-    name: str
-    has_default: bool
-    conditional: bool
-    location: Location
-    chain: tuple[tuple[str, ...], ...]  # argument names given by each include between the file and the arg
-
-
-def _static_arguments(
-    entities: MarkedList,
-    path: Path,
-    environ: Mapping[str, str],
-    planner: _Planner,
-    chain: list[tuple[str, ...]],
-    conditional: bool,
-    seen: set[str],
-) -> list[_StaticArgument]:
-    """The `arg`s launch finds in a file without running it (LaunchDescription.get_launch_arguments_with_...).
-
-    Includes are followed when their path evaluates without a context (no `$(var)`, `$(dirname)`);
-    an `arg` with `if`/`unless`, or under one, is conditional; the first declaration of a name counts.
-    """
-    found: list[_StaticArgument] = []
-
-    def without_context(value: Any) -> str | None:
-        try:
-            context = SubstitutionContext(
-                {}, environ, Path("/nonexistent"), planner.package_share, planner.package_prefix
-            )
-            template = parse_template(_scalar_text(value))
-            if any(not isinstance(p, str) and p.name in ("dirname", "filename") for p in template):
-                return None
-            return evaluate(template, context)
-        except LaunchError:
-            return None
-
-    for index, item in enumerate(entities):
-        tag, body, line = _entity_of(item, entities, index, path)
-        has_condition = isinstance(body, MarkedMap) and ("if" in body or "unless" in body)
-        if tag == "arg":
-            name = unescape(body["name"])
-            if name not in seen:
-                seen.add(name)
-                found.append(
-                    _StaticArgument(
-                        name, "default" in body, conditional or has_condition, Location(path, line, tag), tuple(chain)
-                    )
-                )
-        elif tag == "group":
-            children = body if isinstance(body, MarkedList) else body["children"]
-            found += _static_arguments(children, path, environ, planner, chain, conditional or has_condition, seen)
-        elif tag == "timer":
-            found += _static_arguments(body["children"], path, environ, planner, chain, True, seen)
-        elif tag == "include":
-            text = without_context(body["file"])
-            if text is None or not Path(text).is_absolute() or Path(text).suffix in _OTHER_FORMATS:
-                continue
-            try:
-                child = planner.load(Path(text).resolve())
-            except LaunchError:
-                continue
-            names = [without_context(a["name"]) for a in body.get("arg", ())]
-            given = tuple(n for n in names if n is not None)
-            found += _static_arguments(
-                child, Path(text).resolve(), environ, planner, [*chain, given], conditional or has_condition, seen
-            )
-    return found
+    # the handlers that act when surveying: `arg`, and those that hold actions
+    SURVEYED: ClassVar[frozenset[str]] = frozenset({"arg", "group", "timer", "for", "for_each", "include"})
 
 
 def plan_launch(
@@ -1065,7 +861,8 @@ def plan_launch(
     planner.check_required_arguments(launch_file, list(cli_arguments), None)
     planner.run_file(launch_file, None)
     planner.run_deferred()
-    known = {a.name for a in planner.declared} | {a.name for a in declared_arguments(launch_file)}
+    declared = tuple(d.argument for d in planner.declarations)
+    known = {a.name for a in declared} | {a.name for a in declared_arguments(launch_file)}
     for name in cli_arguments:
         if name not in known:
             raise LaunchFileError(
@@ -1076,7 +873,7 @@ def plan_launch(
     return LaunchPlan(
         launch_file=launch_file,
         processes=tuple(planner.processes),
-        arguments=tuple(planner.declared),
+        arguments=declared,
         configurations={k: v for k, v in planner.configurations.items()},
         messages=tuple(planner.messages),
         shutdown=planner.shutdown,
@@ -1097,70 +894,21 @@ def declared_arguments(
     included files are followed too when their path evaluates with the defaults known at that point
     (best effort, like `ros2 launch --show-args`); arguments an include sets itself are left out.
     """
-    result: list[DeclaredArgument] = []
-    visited: set[Path] = set()
-    env = dict(os.environ) if environ is None else environ
-    base = Path.cwd() if cwd is None else cwd
 
     def no_package(package: str) -> Path:
         raise SubstitutionError(f"cannot look up package {package!r} here")
 
-    def evaluate_text(text: Any, configurations: dict[str, str], path: Path) -> str | None:
-        context = SubstitutionContext(
-            configurations, env, path, package_share or no_package, package_prefix or no_package
-        )
-        try:
-            return evaluate(parse_template(_scalar_text(text)), context)
-        except LaunchError:
-            return None
+    def no_executable(executable: str, package: str) -> Path:
+        raise SubstitutionError(f"cannot look up {executable!r} of package {package!r} here")
 
-    def visit(path: Path, configurations: dict[str, str], hidden: frozenset[str]) -> None:
-        visited.add(path)
-        entities = read_launch_file(path)
-
-        def walk(items: MarkedList) -> None:
-            for index, item in enumerate(items):
-                tag, body, line = _entity_of(item, items, index, path)
-                if tag == "arg":
-                    name = unescape(_scalar_text(body["name"]))
-                    default = None if "default" not in body else _scalar_text(body["default"])
-                    if name not in hidden:
-                        result.append(
-                            DeclaredArgument(
-                                name=name,
-                                default=default,
-                                description=_scalar_text(body.get("description", "")),
-                                choices=tuple(_scalar_text(c["value"]) for c in body.get("choice", ())) or None,
-                                location=Location(path, line, tag),
-                            )
-                        )
-                    if default is not None and name not in configurations:
-                        value = evaluate_text(default, configurations, path)
-                        if value is not None:
-                            configurations[name] = value
-                elif tag == "group":
-                    walk(body if isinstance(body, MarkedList) else body["children"])
-                elif tag in ("timer", "for", "for_each"):
-                    walk(body["children"])
-                elif tag == "include" and package_share is not None:
-                    file_text = evaluate_text(body["file"], configurations, path)
-                    if file_text is None:
-                        continue
-                    target = Path(file_text) if Path(file_text).is_absolute() else base / file_text
-                    target = target.resolve()
-                    if not target.is_file() or target in visited:
-                        continue
-                    passed = {
-                        _scalar_text(a["name"]): evaluate_text(a["value"], configurations, path)
-                        for a in body.get("arg", ())
-                    }
-                    child = {**configurations, **{k: v for k, v in passed.items() if v is not None}}
-                    try:
-                        visit(target, child, frozenset(passed))
-                    except LaunchError:
-                        continue  # a broken included file is reported when the launch runs
-
-        walk(entities)
-
-    visit(launch_file.resolve(), {}, frozenset())
-    return result
+    planner = _Planner(
+        package_share or no_package,
+        package_prefix or no_package,
+        no_executable,
+        dict(os.environ) if environ is None else environ,
+        Path.cwd() if cwd is None else cwd,
+        {},
+        _Survey(defaults=True, includes=package_share is not None),
+    )
+    declarations = planner.survey_file(launch_file.resolve())
+    return [d.argument for d in declarations if not d.given or d.argument.name not in d.given[-1]]
