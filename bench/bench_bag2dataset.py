@@ -84,10 +84,10 @@ def _video_bytes(root: Path) -> int:
 
 def run_ours(bags: list[Path], out: Path, jobs: int, codec: str) -> dict[str, Any]:
     """Child mode: convert with the project's pipeline."""
+    from lerobot_contract import Contract
     from lerobot_recorder.bags.convert import ConvertOptions
     from lerobot_recorder.bags.pipeline import convert_bags
     from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-    from lerobot_recorder.contract import Contract
 
     spec = json.loads((bags[0].parent / "spec.json").read_text())
     contract: Contract = contract_for(SyntheticBagSpec(**spec), camera_dtype="video")

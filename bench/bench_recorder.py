@@ -231,10 +231,10 @@ def live_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def direct_writer(args: argparse.Namespace, work: Path, frames: int) -> dict[str, Any]:
     """DatasetWriter.add_frame as fast as it goes, same schema and scene-like frames."""
-    from lerobot_recorder.contract import Contract
-    from lerobot_recorder.dataset import DatasetWriter
+    from lerobot_contract import Contract
+    from lerobot_recorder.dataset import DatasetWriter, feature_specs
 
-    spec = Contract.from_dict(contract(args.cameras, args.height, args.width)).feature_specs()
+    spec = feature_specs(Contract.from_dict(contract(args.cameras, args.height, args.width)))
     rng = np.random.default_rng(0)
     pool = []
     for i in range(30):

@@ -40,7 +40,8 @@ import numpy as np
 import torch
 from headline import figure
 
-from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
+from lerobot_contract.time import NS
+from lerobot_policy_node.core.executor import BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.policies import CheckpointPolicy
 from lerobot_policy_node.core.rtc import RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_training.checkpoint import save_policy

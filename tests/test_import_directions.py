@@ -3,8 +3,7 @@
 
 `lerobot_msgs` (generated interfaces) and third-party packages are free for everyone. "lazy" imports sit inside
 a function: they load only when that function runs (a command's body, an optional backend), so a package stays
-importable without the one above it. Edges marked #15 are what the restructuring issue still has to remove
-(the contract moving out of the recorder); none may be added.
+importable without the one above it. No edge may be added against the data path.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {
     "lerobot_ros": ROOT / "ros_ws/src/lerobot_ros/lerobot_ros",
+    "lerobot_contract": ROOT / "ros_ws/src/lerobot_contract/lerobot_contract",
     "lerobot_drivers": ROOT / "ros_ws/src/lerobot_drivers/lerobot_drivers",
     "lerobot_recorder": ROOT / "ros_ws/src/lerobot_recorder/lerobot_recorder",
     "lerobot_training": ROOT / "training/lerobot_training",
@@ -28,13 +28,16 @@ PACKAGES = {
 # package -> {imported package: "module" (anywhere) | "lazy" (inside functions only)}
 ALLOWED: dict[str, dict[str, str]] = {
     "lerobot_ros": {},
+    # The shared data model: the contract, the alignment rule, the live sampler, the frame decoder.
+    "lerobot_contract": {"lerobot_ros": "module"},  # image decoding (lerobot_ros.images)
     "lerobot_drivers": {"lerobot_ros": "module"},
-    "lerobot_recorder": {"lerobot_ros": "module"},
+    "lerobot_recorder": {"lerobot_ros": "module", "lerobot_contract": "module"},
     "lerobot_training": {"lerobot_ros": "module", "lerobot_recorder": "lazy"},
     "lerobot_policy_server": {"lerobot_ros": "module", "lerobot_training": "lazy"},
     "lerobot_policy_node": {
         "lerobot_ros": "module",
-        "lerobot_recorder": "module",  # #15: the contract, alignment rule and sampler (to lerobot_contract)
+        "lerobot_contract": "module",
+        "lerobot_recorder": "lazy",  # the dataset reader of `lerobot-ros replay`
         "lerobot_training": "lazy",  # the checkpoint loader and policy classes, when a policy is loaded
         "lerobot_policy_server": "lazy",  # the gRPC client, when the policy runs on a server
         "lerobot_drivers": "lazy",  # the arms' calibrated limits, when a robot_config is given
@@ -42,7 +45,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "lerobot_sim_bridge": {
         "lerobot_ros": "module",
         "lerobot_drivers": "module",  # the arm's position controller, the same as on the real arm
-        "lerobot_recorder": "module",  # #15: the contract in ros_env.py (to lerobot_contract)
+        "lerobot_contract": "module",
     },
     # `lerobot-ros eval` and `lerobot-ros demo`: above everything they drive (nothing imports them).
     "lerobot_eval": {

@@ -64,7 +64,7 @@ class SimContractEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         substeps: int = 16,
         command_timeout: float = 0.5,
     ) -> None:
-        from lerobot_recorder.contract import Contract
+        from lerobot_contract import Contract
 
         super().__init__()
         self.contract = Contract.from_dict(dict(contract), source=str(contract.get("source", "<contract>")))

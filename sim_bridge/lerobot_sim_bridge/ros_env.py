@@ -12,7 +12,6 @@ Reward, success and episode end come from the bridge's `sim/...` topics; a real 
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections import deque
@@ -30,8 +29,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from std_msgs.msg import Bool, Float64, String
 
+from lerobot_contract import Contract, FeatureContract, MessageMismatchError, load_contract
 from lerobot_msgs.srv import ResetEnv
-from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError, load_contract
+from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
 
@@ -46,14 +46,11 @@ class ObservationTimeoutError(SimBridgeError, TimeoutError):
 
 
 def message_class(type_name: str) -> Any:
-    """The Python class of a ROS message type `pkg/msg/Name`."""
-    package, _, name = type_name.replace("/msg/", "/").partition("/")
+    """The Python class of a ROS message type `pkg/msg/Name` (InvalidConfigError when it is not installed)."""
     try:
-        return getattr(importlib.import_module(f"{package}.msg"), name)
-    except (ImportError, AttributeError):
-        raise InvalidConfigError(
-            f"message type {type_name!r} is not importable; install its interface package"
-        ) from None
+        return import_message_type(type_name)
+    except MessageTypeError as err:
+        raise InvalidConfigError(str(err)) from None
 
 
 def _seconds(stamp: TimeMsg) -> float:

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from test_policy_launch_files import launch_fake_follower
 
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
-from lerobot_policy_node.core.replay import NS, replay_plan
-from lerobot_recorder.contract import Contract
+from lerobot_policy_node.core.replay import replay_plan
 from lerobot_recorder.dataset import DatasetWriter
 from lerobot_recorder.dataset.features import FeatureSpec
 from lerobot_ros.testing import venv_script

@@ -15,7 +15,7 @@ from typing import Any
 
 from builtin_interfaces.msg import Time as TimeMsg
 
-from lerobot_recorder.contract import Contract
+from lerobot_contract import Contract
 from lerobot_sim_bridge.ros_env import HISTORY, RosRobotEnv
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,9 +23,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 
+from lerobot_contract.time import NS
 from lerobot_msgs.msg import ActionChunk
-
-NS = 1_000_000_000
 
 
 def _number(text: str) -> Any:

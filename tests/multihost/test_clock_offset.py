@@ -14,12 +14,12 @@ import time
 import pytest
 import yaml
 
+from lerobot_contract.time import NS
 from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
-NS = 1_000_000_000
 CLOCK_OFFSET_ENV = "LEROBOT_ROS_TEST_CLOCK_OFFSET_S"
 MAX_AGE_NS = NS // 10
 

@@ -42,7 +42,8 @@ def make_inputs(work: Path) -> tuple[list[Path], Path]:
     """Synthetic bags (one camera encoded as video, joints) and their contract."""
     import yaml
 
-    from lerobot_recorder.bags.synthetic import NS, SyntheticBagSpec, contract_for, write_synthetic_bag
+    from lerobot_contract.time import NS
+    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
 
     bags = []
     spec = SyntheticBagSpec()

@@ -8,7 +8,7 @@
 * `Contracts`: the shipped SO-101 contract with structural and value mutations, through `Contract.load`;
 * `RecorderMessages`: an episode of JointState and Image messages as raw CDR with one or a few mutated values,
   stamps or bytes, through the live recorder's pure path (header stamp, deserialize, contract vector,
-  `LiveSampler`, `FrameValues`), as `nodes/recorder.py` feeds it;
+  `LiveSampler`, `FrameDecoder`), as `nodes/recorder.py` feeds it;
 * `ExecutorChunks`: a valid chunk, a mutated ActionChunk (stamp, period, names, horizon, data), then a valid
   chunk again, through `chunk_from_rows` and `ChunkExecutor`.
 
@@ -29,8 +29,9 @@ import numpy as np
 import yaml
 from fuzz_harness import DataLost
 
+from lerobot_contract.time import NS
+
 REPO = Path(__file__).resolve().parents[2]
-NS = 1_000_000_000
 
 
 def rng_for(seed: int, index: int) -> np.random.Generator:
@@ -259,8 +260,8 @@ class _BagBase:
     name = "bag"
 
     def __init__(self) -> None:
+        from lerobot_contract import ContractError
         from lerobot_recorder.bags.errors import BagError
-        from lerobot_recorder.contract import ContractError
 
         self.clear_errors: tuple[type[BaseException], ...] = (BagError, ContractError)
         self.bags: dict[str, Path] = {}
@@ -375,7 +376,7 @@ class Contracts:
     name = "contracts"
 
     def __init__(self) -> None:
-        from lerobot_recorder.contract import ContractError
+        from lerobot_contract import ContractError
         from lerobot_recorder.dataset.errors import FeatureError
 
         self.clear_errors: tuple[type[BaseException], ...] = (ContractError, FeatureError)
@@ -389,7 +390,8 @@ class Contracts:
         self.path = workdir / "contract.yaml"
 
     def run(self, seed: int, index: int) -> str:
-        from lerobot_recorder.contract import Contract
+        from lerobot_contract import Contract
+        from lerobot_recorder.dataset import feature_specs
 
         rng = rng_for(seed, index)
         if rng.integers(5) == 0:
@@ -400,7 +402,7 @@ class Contracts:
             self.path.write_text(yaml.safe_dump(mutate_tree(self.base, rng, edits), allow_unicode=True))
             described = f"{edits} structural edits"
         contract = Contract.load(self.path)
-        contract.feature_specs()
+        feature_specs(contract)
         contract.to_dict()
         for feat in contract.features.values():
             if feat.max_age_s is not None and not (math.isfinite(feat.max_age_s) and feat.max_age_s > 0):
@@ -423,7 +425,7 @@ class RecorderMessages:
     def __init__(self) -> None:
         from rosbags.serde import SerdeError
 
-        from lerobot_recorder.contract import MessageMismatchError
+        from lerobot_contract import MessageMismatchError
         from lerobot_recorder.recorder.errors import RecorderError
 
         self.clear_errors: tuple[type[BaseException], ...] = ()
@@ -530,12 +532,14 @@ class RecorderMessages:
 
     def episode(self, rng: np.random.Generator | None) -> tuple[int, str, dict[str, int], int]:
         """Run one episode; (frames kept, what was mutated, counters, how many messages were mutated)."""
-        from lerobot_recorder.bags.align import AlignFeature
-        from lerobot_recorder.contract import MessageMismatchError
-        from lerobot_recorder.recorder.errors import ClockJumpError
+        from rosbags.serde import SerdeError
+
+        from lerobot_contract import MessageMismatchError
+        from lerobot_contract.align import AlignFeature
+        from lerobot_contract.errors import ClockJumpError
+        from lerobot_contract.frames import FrameDecoder
+        from lerobot_contract.sampler import LiveSampler
         from lerobot_recorder.recorder.messages import header_stamp_ns
-        from lerobot_recorder.recorder.sampler import LiveSampler
-        from lerobot_recorder.recorder.sink import FrameValues
 
         contract = self.contract
         features = [
@@ -543,7 +547,7 @@ class RecorderMessages:
             for f in contract.features.values()
         ]
         sampler = LiveSampler(features, contract.fps, latency_ns=150_000_000, clock_jump_ns=NS, max_samples=60)
-        values = FrameValues(contract, self.store.deserialize_cdr)
+        values = FrameDecoder(contract, self.store.deserialize_cdr, deserialize_errors=(SerdeError,))
         by_topic: dict[str, list[Any]] = {}
         for feat in contract.features.values():
             by_topic.setdefault(feat.topic, []).append(feat)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from fuzz_targets import NS, RecorderMessages
+from rosbags.serde import SerdeError
 
-from lerobot_recorder.bags.align import AlignedFrame, Pick, Sample
-from lerobot_recorder.contract import MessageMismatchError
-from lerobot_recorder.recorder.sink import FrameValues
+from lerobot_contract import MessageMismatchError
+from lerobot_contract.align import AlignedFrame, Pick, Sample
+from lerobot_contract.frames import FrameDecoder
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def test_a_malformed_image_is_a_bad_frame_not_a_dead_sink_thread(recorder: Recor
     """recorder_messages seed 7: a truncated Image CDR raised SerdeError in the sink thread, which then died."""
     _, _, image = next(m for m in recorder.messages() if m[0].startswith("/cameras"))
     raw = bytes(recorder.store.serialize_cdr(image, image.__msgtype__))
-    values = FrameValues(recorder.contract, recorder.store.deserialize_cdr)
+    values = FrameDecoder(recorder.contract, recorder.store.deserialize_cdr, deserialize_errors=(SerdeError,))
     key = "observation.images.front"
     frame = AlignedFrame(0, 1_700_000_000 * NS, {key: Pick(Sample(1_700_000_000 * NS, 1, raw[: len(raw) // 2]))})
     with pytest.raises(MessageMismatchError, match="cannot be deserialized"):

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lerobot_recorder.contract import load_contract
+from lerobot_contract import load_contract
 from lerobot_ros.cli import build_parser, load_commands
 
 REPO = Path(__file__).resolve().parents[2]

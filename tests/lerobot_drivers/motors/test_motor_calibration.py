@@ -176,7 +176,7 @@ def _write(tmp_path, text):
 
 @pytest.mark.parametrize("drive_mode", [0, 1])
 def test_contract_range_converter_reproduces_lerobot_gripper_values(drive_mode):
-    from lerobot_recorder.contract.units import UnitConverter
+    from lerobot_contract.units import UnitConverter
 
     cal = MotorCalibration(id=6, drive_mode=drive_mode, homing_offset=-1290, range_min=2037, range_max=3473)
     (a, b), (c, d) = contract_range(cal, NormMode.RANGE_0_100, 4096, True)

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ObservationError, PolicyLoadError
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
 from lerobot_policy_node.core.policies import CheckpointPolicy, resolve_checkpoint
-from lerobot_recorder.contract import Contract
 from lerobot_training.checkpoint import save_policy
 from lerobot_training.features import FeatureType, PolicyFeature
 from lerobot_training.policies.act import ACTConfig, ACTPolicy
 
-NS = 1_000_000_000
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 NAMES = tuple(f"{j}.pos" for j in JOINTS)
 CONTRACT = {

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import yaml
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected, PolicyConfigError
-from lerobot_policy_node.core.executor import MAX_PERIOD_NS, NS, ChunkExecutor, ExecutorConfig
+from lerobot_policy_node.core.executor import MAX_PERIOD_NS, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.robot_limits import limits_from_parameters, load_robot_limits
 
 JOINTS = ("a", "b")

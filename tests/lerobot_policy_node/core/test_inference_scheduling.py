@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
 
-NS = 1_000_000_000
 MS = 1_000_000
 PERIOD = NS // 30
 

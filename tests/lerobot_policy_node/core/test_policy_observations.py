@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler, contract_inputs
 from lerobot_policy_node.core.policies import InputFeature, parse_scripted
-from lerobot_recorder.contract import Contract
 
-NS = 1_000_000_000
 MS = 1_000_000
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 NAMES = [f"{j}.pos" for j in JOINTS]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
 from lerobot_policy_node.core.policies import CheckpointPolicy, ScriptedPolicy
 from lerobot_policy_node.core.rtc import (
@@ -20,7 +21,6 @@ from lerobot_training.features import FeatureType, PolicyFeature
 from lerobot_training.policies.act import ACTConfig, ACTPolicy
 from lerobot_training.policies.diffusion import DiffusionConfig, DiffusionPolicy
 
-NS = 1_000_000_000
 PERIOD = NS // 30
 NAMES = ("a.pos", "b.pos")
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
+from lerobot_contract.time import NS
 from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros
@@ -23,7 +24,6 @@ LOWER = [-1.9, -1.7, -1.6, -1.6, -2.7, -0.17]
 UPPER = [1.9, 1.7, 1.6, 1.6, 2.8, 1.7]
 MAX_VELOCITY = 2.0
 RATE = 50.0
-NS = 1_000_000_000
 HORIZON = 30
 PERIOD_NS = NS // 30
 

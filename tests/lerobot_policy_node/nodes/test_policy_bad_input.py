@@ -10,12 +10,12 @@ import pytest
 import yaml
 from policy_outputs import PolicyOutputProbe
 
+from lerobot_contract.time import NS
 from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
-NS = 1_000_000_000
 
 
 def write_contract(path, *, with_state: bool = True) -> str:

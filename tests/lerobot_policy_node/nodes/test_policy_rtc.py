@@ -10,6 +10,7 @@ import pytest
 import torch
 from policy_outputs import PolicyOutputProbe
 
+from lerobot_contract.time import NS
 from lerobot_ros.testing import venv_script
 from lerobot_training.checkpoint import save_policy
 from lerobot_training.features import FeatureType, PolicyFeature
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.ros
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 NAMES = tuple(f"{j}.pos" for j in JOINTS)
-NS = 1_000_000_000
 
 
 def contract() -> dict:

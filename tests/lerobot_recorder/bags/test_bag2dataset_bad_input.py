@@ -22,11 +22,12 @@ from bag_helpers import convert
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
+from lerobot_contract import ContractError
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.convert import ConvertOptions
 from lerobot_recorder.bags.errors import BagError, DiskFullError
 from lerobot_recorder.bags.reader import CORRUPT_ROW
-from lerobot_recorder.bags.synthetic import NS, SyntheticBagSpec, contract_for, joint_positions
-from lerobot_recorder.contract import ContractError
+from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, joint_positions
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.validate import validate
 from lerobot_ros.cli import main as cli_main

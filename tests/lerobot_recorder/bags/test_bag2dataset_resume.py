@@ -248,13 +248,13 @@ def test_bag_hash_reads_samples_not_whole_files(tmp_path: Path) -> None:
 def test_rerun_after_a_kill_before_the_first_commit(make_bag: MakeBag, tmp_path: Path) -> None:
     """Killed before its first commit, a conversion leaves a root with no episode (issue 18 #4): the same
     command then converts everything (it used to stop at "already holds a dataset")."""
-    from lerobot_recorder.dataset import DatasetWriter
+    from lerobot_recorder.dataset import DatasetWriter, feature_specs
 
     bags = _bags(make_bag, 2)
     contract = contract_for(SPEC, camera_dtype="video")
     root = tmp_path / "ds"
     DatasetWriter.create(
-        root, repo_id="t/r", fps=contract.fps, features=contract.feature_specs(), video_codec=DEFAULT_CODEC
+        root, repo_id="t/r", fps=contract.fps, features=feature_specs(contract), video_codec=DEFAULT_CODEC
     ).close()  # the state a SIGKILL between create and the first commit leaves (other repo id, no contract)
     convert(bags, contract, root, codec=DEFAULT_CODEC)
     convert(bags, contract, tmp_path / "clean", codec=DEFAULT_CODEC)

@@ -12,9 +12,9 @@ from bag_helpers import convert
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
+from lerobot_contract import Contract
 from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.contract import Contract
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.validate import validate
 

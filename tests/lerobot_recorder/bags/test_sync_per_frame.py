@@ -12,9 +12,10 @@ from bag_helpers import convert
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_recorder.bags.align import Aligner, AlignFeature
+from lerobot_contract.align import Aligner, AlignFeature
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.pipeline import report_path_for
-from lerobot_recorder.bags.synthetic import NS, SyntheticBagSpec, contract_for
+from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
 from lerobot_recorder.dataset import DatasetReader
 
 MakeBag = Callable[..., Path]

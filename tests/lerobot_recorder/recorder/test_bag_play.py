@@ -15,6 +15,7 @@ import pytest
 from recorder_helpers import start_streams
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.play import BagPlayback, PlayOptions, PlayQos, recorded_qos
 from lerobot_recorder.bags.reader import BagSource
@@ -22,7 +23,6 @@ from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_ba
 from lerobot_ros.testing import venv_script
 
 FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "bags"
-NS = 1_000_000_000
 
 
 def fixture_bag(name: str) -> Path:

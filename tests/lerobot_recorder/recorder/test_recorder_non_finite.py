@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from recorder_helpers import start_recorder, start_streams
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter
+from lerobot_recorder.dataset import DatasetReader, DatasetWriter, feature_specs
 from lerobot_recorder.dataset.validate import validate
 
 pytestmark = pytest.mark.ros
@@ -56,10 +56,10 @@ def test_a_root_left_before_the_first_save_is_taken_over(processes, tmp_path: Pa
     root = tmp_path / "ds"
     from recorder_helpers import CONTRACT
 
-    from lerobot_recorder.contract import load_contract
+    from lerobot_contract import load_contract
 
     contract = load_contract(CONTRACT)
-    DatasetWriter.create(root, repo_id="local/killed", fps=30, features=contract.feature_specs()).close()
+    DatasetWriter.create(root, repo_id="local/killed", fps=30, features=feature_specs(contract)).close()
     assert "no committed episode" in validate(root)[0].message  # what a recorder killed before a save leaves
     start_streams(processes)
     recorder = start_recorder(processes, root, shutdown_when_done=True)

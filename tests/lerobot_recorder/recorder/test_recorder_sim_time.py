@@ -16,12 +16,11 @@ import pytest
 import yaml
 from recorder_helpers import start_recorder, status_watcher
 
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.synthetic import SO101_JOINTS, SyntheticBagSpec, contract_for, joint_positions
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.nodes.recorder import WAITING_FOR_CLOCK
 from lerobot_ros.testing import venv_script
-
-NS = 1_000_000_000
 
 
 def play(processes: Any, bag: Path, *extra: str) -> Any:

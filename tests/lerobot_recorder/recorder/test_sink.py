@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_recorder.bags.align import AlignedFrame, Pick, Sample
-from lerobot_recorder.contract import Contract
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError
+from lerobot_contract import Contract
+from lerobot_contract.align import AlignedFrame, Pick, Sample
+from lerobot_contract.frames import FrameDecoder
+from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError, feature_specs
 from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, is_disk_full
+from lerobot_recorder.recorder.sink import EpisodeSink, SinkEvent, is_disk_full
 
 CONTRACT = Contract.from_dict(
     {
@@ -61,12 +62,12 @@ def make_sink(writer: Any, max_queue: int = 64) -> tuple[EpisodeSink, list[SinkE
         if event.kind in ("saved", "failed"):
             done.set()
 
-    values = FrameValues(CONTRACT, lambda payload, _type: Picture(*payload))
+    values = FrameDecoder(CONTRACT, lambda payload, _type: Picture(*payload))
     return EpisodeSink(writer, values, on_event, max_queue=max_queue), events, done
 
 
 def test_frames_and_controls_stay_in_order_and_bad_images_are_dropped(tmp_path: Path) -> None:
-    writer = DatasetWriter.create(tmp_path / "ds", repo_id="t/s", fps=10, features=CONTRACT.feature_specs())
+    writer = DatasetWriter.create(tmp_path / "ds", repo_id="t/s", fps=10, features=feature_specs(CONTRACT))
     sink, events, done = make_sink(writer)
     sink.start_episode("first")
     for i in range(5):
@@ -87,7 +88,7 @@ def test_frames_and_controls_stay_in_order_and_bad_images_are_dropped(tmp_path: 
 
 
 def test_bad_image_counted_with_its_reason(tmp_path: Path) -> None:
-    writer = DatasetWriter.create(tmp_path / "ds", repo_id="t/s", fps=10, features=CONTRACT.feature_specs())
+    writer = DatasetWriter.create(tmp_path / "ds", repo_id="t/s", fps=10, features=feature_specs(CONTRACT))
     sink, _, done = make_sink(writer)
     sink.start_episode("task")
     sink.put_frame(frame(0))
@@ -102,7 +103,7 @@ def test_bad_image_counted_with_its_reason(tmp_path: Path) -> None:
 def test_a_non_finite_vector_drops_the_frame_not_the_episode(tmp_path: Path) -> None:
     """Issue 18 #3: a NaN that reaches the sink (the contract refuses it earlier) never reaches the dataset."""
     root = tmp_path / "ds"
-    writer = DatasetWriter.create(root, repo_id="t/s", fps=10, features=CONTRACT.feature_specs())
+    writer = DatasetWriter.create(root, repo_id="t/s", fps=10, features=feature_specs(CONTRACT))
     sink, events, done = make_sink(writer)
     sink.start_episode("task")
     sink.put_frame(frame(0))

@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lerobot_contract.time import NS
 from lerobot_ros.command import Command, CommandError, stop_on_signals
-
-NS = 1_000_000_000
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,10 +57,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from lerobot_contract import ContractError
     from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError
     from lerobot_policy_node.core.observations import ActionMapping
     from lerobot_policy_node.core.replay import replay_plan
-    from lerobot_recorder.contract import ContractError
     from lerobot_recorder.dataset import DatasetReader
     from lerobot_recorder.dataset.errors import DatasetError
 
@@ -108,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _contract(args: argparse.Namespace) -> Any:
-    from lerobot_recorder.contract import Contract, ContractError
+    from lerobot_contract import Contract, ContractError
 
     if args.contract is not None:
         return Contract.load(args.contract)

@@ -93,10 +93,10 @@ def _episode_line(entry: dict[str, Any]) -> str:
 
 def _run_bag2dataset(args: argparse.Namespace) -> int:
 
+    from lerobot_contract import ContractError, load_contract
     from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
     from lerobot_recorder.bags.errors import BagError, DiskFullError
     from lerobot_recorder.bags.pipeline import check_output, convert_bags
-    from lerobot_recorder.contract import ContractError, load_contract
 
     missing = [str(bag) for bag in args.bags if not bag.exists()]
     if missing:
@@ -209,9 +209,9 @@ def _add_dataset2bag(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_dataset2bag(args: argparse.Namespace) -> int:
+    from lerobot_contract import Contract, ContractError, load_contract
     from lerobot_recorder.bags.errors import BagError
     from lerobot_recorder.bags.export import dataset_to_bag
-    from lerobot_recorder.contract import Contract, ContractError, load_contract
     from lerobot_recorder.dataset import DatasetError
 
     try:

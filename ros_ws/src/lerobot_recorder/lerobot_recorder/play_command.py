@@ -43,9 +43,8 @@ def run_play(args: argparse.Namespace) -> int:
     from lerobot_recorder.bags.errors import BagError
     from lerobot_recorder.bags.play import BagPlayback, PlayOptions
     from lerobot_recorder.nodes.bag_player import BagPlayer
-    from lerobot_recorder.nodes.recorder import message_class
-    from lerobot_recorder.recorder import RecorderError
     from lerobot_ros.dds import apply_ros_environment
+    from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 
     try:
         options = PlayOptions(
@@ -60,8 +59,8 @@ def run_play(args: argparse.Namespace) -> int:
 
     def installed(msgtype: str) -> bool:
         try:
-            message_class(msgtype)
-        except (RecorderError, ValueError):
+            import_message_type(msgtype)
+        except MessageTypeError:
             return False
         return True
 

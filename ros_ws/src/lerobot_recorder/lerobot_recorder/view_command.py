@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.duration < 0:
         raise CommandError("--duration must be >= 0")
     jpeg_quality = _jpeg_quality(args)
-    from lerobot_recorder.contract import ContractError, load_contract
+    from lerobot_contract import ContractError, load_contract
 
     try:
         contract = load_contract(args.contract)

@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected, PolicyConfigError
 
-NS = 1_000_000_000
 # Longest time between two steps of a chunk; anything longer is a malformed chunk, not a plan.
 MAX_PERIOD_NS = 10 * NS
 FloatArray = npt.NDArray[np.float64]

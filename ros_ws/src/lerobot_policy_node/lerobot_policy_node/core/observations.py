@@ -1,6 +1,6 @@
 """Policy observations from contract topics (pure: takes messages as plain objects, no rclpy).
 
-The same rule as the recorder and the bag converter, through their code (`lerobot_recorder.recorder.sampler`):
+The same rule as the recorder and the bag converter, through their code (`lerobot_contract.sampler`):
 frames sit on the contract's fps grid, and a frame takes, per feature, the newest sample stamped at or
 before the frame time (nothing from the future), dropping frames with a sample older than the feature's
 `max_age_s` or spread by more than `sync_tolerance_s`. The policy runs on the newest such frame, so what it
@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_contract import ClockJumpError, Contract, FeatureContract, MessageMismatchError
+from lerobot_contract.align import AlignedFrame, AlignFeature
+from lerobot_contract.frames import FrameDecoder
+from lerobot_contract.sampler import LiveSampler
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ObservationError
 from lerobot_policy_node.core.policies import TIMESTAMP_KEY, InputFeature
-from lerobot_recorder.bags.align import NS, AlignedFrame, AlignFeature
-from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
-from lerobot_recorder.recorder.errors import ClockJumpError
-from lerobot_recorder.recorder.sampler import LiveSampler
 
 ACTION_KEY = "action"
 
@@ -118,6 +119,8 @@ class ObservationAssembler:
         self._latency_ns = int(latency_s * NS)
         self.stats = ObservationStats()
         self._sampler = self._new_sampler()
+        # Messages are converted (vectors) and decoded (images) only for the frames the policy runs on.
+        self._decoder = FrameDecoder(contract, convert_vectors=True)
         self._frame: AlignedFrame | None = None
         self._started = False
         self._start_clock_ns = 0
@@ -229,16 +232,12 @@ class ObservationAssembler:
         """The policy's observation for `frame` (decoding and resizing happen here, off the callbacks)."""
         observation: dict[str, Any] = {TIMESTAMP_KEY: frame.time_ns / NS}
         for key, pick in frame.picks.items():
-            source = self.sources[key]
-            msg = pick.sample.payload
             try:
-                if source.is_visual:
-                    observation[key] = resize(source.picture(msg), self.inputs[key].shape)
-                else:
-                    observation[key] = source.vector(msg)
+                value = self._decoder.value(key, pick)
             except MessageMismatchError as err:
                 self.stats.bad_messages += 1
                 raise ObservationError(f"{key}: {err}") from None
+            observation[key] = resize(value, self.inputs[key].shape) if self.sources[key].is_visual else value
         return observation
 
 

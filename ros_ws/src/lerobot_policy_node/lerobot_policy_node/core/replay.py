@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
-
-NS = 1_000_000_000
 
 
 @dataclass(frozen=True)

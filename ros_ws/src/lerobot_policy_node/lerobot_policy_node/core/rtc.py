@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
 
-NS = 1_000_000_000
 # The paper's guidance weight cap (beta).
 DEFAULT_MAX_GUIDANCE_WEIGHT = 5.0
 FloatArray = npt.NDArray[np.float64]

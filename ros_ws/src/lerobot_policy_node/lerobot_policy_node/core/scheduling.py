@@ -27,9 +27,8 @@ from enum import Enum
 
 import numpy as np
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
-
-NS = 1_000_000_000
 
 
 class ObservationVerdict(str, Enum):

@@ -17,17 +17,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_recorder.bags.align import NS, AlignedFrame, Aligner, AlignFeature, SyncReport
-from lerobot_recorder.bags.errors import BagError, NonMonotonicStampError
+from lerobot_contract import Contract, FeatureContract, MessageMismatchError, NonFiniteValueError
+from lerobot_contract.align import AlignedFrame, Aligner, AlignFeature, SyncReport
+from lerobot_contract.errors import NonMonotonicStampError
+from lerobot_contract.frames import FrameDecoder
+from lerobot_contract.time import NS
+from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
-from lerobot_recorder.contract import errors as contract_errors
 
 SPLIT_KINDS = ("one-per-bag", "marker", "gap")
-# The contract's own refusal of NaN/inf samples, where the installed contract module has one (issue 18 #3).
-_NON_FINITE: tuple[type[Exception], ...] = tuple(
-    cls for cls in (getattr(contract_errors, "NonFiniteValueError", None),) if isinstance(cls, type)
-)
 # Header and receive clocks further apart than this are reported as different clocks (sim vs wall time).
 CLOCK_MISMATCH_S = 1.0
 # A header stamp that moves this much further ahead than the receive clock since the topic's previous message is
@@ -315,34 +313,15 @@ def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) ->
     return ranges
 
 
-class _FrameBuilder:
-    """Turns aligned picks into feature values (decoding each image once, even when it is held)."""
-
-    def __init__(self, bag: BagSource, contract: Contract) -> None:
-        self.bag = bag
-        self.features = contract.features
-        self._cache: dict[str, tuple[int, npt.NDArray[Any]]] = {}
-
-    def build(self, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
-        values: dict[str, npt.NDArray[Any]] = {}
-        for key, pick in frame.picks.items():
-            feat = self.features[key]
-            if not feat.is_image:
-                value = pick.sample.payload
-                if pick.after is not None:
-                    value = value + pick.alpha * (pick.after.payload - value)
-                values[key] = np.asarray(value, dtype=feat.dtype)
-                continue
-            cached = self._cache.get(key)
-            if cached is None or cached[0] != pick.sample.seq:
-                msg = self.bag.deserialize(pick.sample.payload, feat.type)
-                try:
-                    cached = (pick.sample.seq, feat.value(msg))
-                except MessageMismatchError as err:
-                    raise BagError(f"bag {self.bag.path}: {feat.topic}: {err}") from None
-                self._cache[key] = cached
-            values[key] = cached[1]
-        return values
+def _frame_values(decoder: FrameDecoder, bag: BagSource, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
+    """Every feature's value of `frame`; an image that does not fit the contract fails the bag, naming it."""
+    values: dict[str, npt.NDArray[Any]] = {}
+    for key, pick in frame.picks.items():
+        try:
+            values[key] = decoder.value(key, pick)
+        except MessageMismatchError as err:
+            raise BagError(f"bag {bag.path}: {decoder.features[key].topic}: {err}") from None
+    return values
 
 
 def bag_events(path: str | Path, options: ConvertOptions, skip_parts: Collection[int] = ()) -> Iterator[Event]:
@@ -400,7 +379,7 @@ def _stream(
         )
         for f in contract.features.values()
     ]
-    builder = _FrameBuilder(bag, contract)
+    decoder = FrameDecoder(contract, bag.deserialize)
     active = 0
     outside = 0
     seq: dict[str, int] = {}
@@ -427,7 +406,7 @@ def _stream(
             if not started[i]:
                 started[i] = True
                 yield EpisodeStartEvent(ranges[i].task, i)
-            yield FrameEvent(builder.build(frame))
+            yield FrameEvent(_frame_values(decoder, bag, frame))
 
     def close_active() -> Iterator[Event]:
         nonlocal active
@@ -509,7 +488,7 @@ def _payloads(
             msg = bag.deserialize(raw, feat.type)
         try:
             values = feat.joint_units().apply(feat.raw_vector(msg))
-        except _NON_FINITE:
+        except NonFiniteValueError:  # the contract's own refusal of NaN/inf samples (issue 18 #3)
             return f"non-finite value(s) in {feat.key}"
         except MessageMismatchError as err:
             raise BagError(f"bag {bag.path}: {topic} message {index}: {err}") from None

@@ -13,9 +13,5 @@ class BagError(Exception):
         super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
 
 
-class NonMonotonicStampError(BagError):
-    """A topic's stamps go backwards, so "newest sample at or before the frame time" is undefined."""
-
-
 class DiskFullError(BagError):
     """The disk filled while writing the dataset: says where, how much is free and about how much is needed."""

@@ -18,11 +18,11 @@ import numpy as np
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 from rosbags.typesys import Stores, get_typestore
 
+from lerobot_contract import Contract, FeatureContract
+from lerobot_contract.images import COMPRESSED_IMAGE_TYPE, IMAGE_TYPE, encode_image
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.contract import Contract, FeatureContract
-from lerobot_recorder.contract.images import COMPRESSED_IMAGE_TYPE, IMAGE_TYPE, encode_image
 
-NS = 1_000_000_000
 MARKER_TOPIC = "/lerobot/episode"
 EPISODE_GAP_S = 2.0
 JOINT_STATE = "sensor_msgs/msg/JointState"

@@ -351,11 +351,11 @@ def _open_writer(
 ) -> tuple[DatasetWriter, bool]:
     """The dataset writer and whether this run created the dataset (an existing one is opened: the caller
     decides from its source records whether this run may add to it)."""
-    from lerobot_recorder.dataset import DatasetWriter
+    from lerobot_recorder.dataset import DatasetWriter, feature_specs
     from lerobot_recorder.dataset.layout import STAGING_DIR
 
     contract = options.contract
-    specs = contract.feature_specs()
+    specs = feature_specs(contract)
     if root.exists() and (root / "meta" / "info.json").exists():
         writer = DatasetWriter.open(
             root,

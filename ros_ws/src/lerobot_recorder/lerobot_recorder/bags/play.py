@@ -16,10 +16,10 @@ from typing import Any
 
 from rosbags.interfaces import QosDurability, QosHistory, QosReliability
 
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.errors import BagError
 from lerobot_recorder.bags.reader import BagSource
 
-NS = 1_000_000_000
 DEFAULT_DEPTH = 10  # rosbag2's player default (rclcpp's default QoS) where the bag has no usable depth
 
 

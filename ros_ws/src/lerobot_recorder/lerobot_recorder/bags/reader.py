@@ -35,6 +35,7 @@ from rosbags.rosbag2 import Reader
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 
+from lerobot_contract.time import NS
 from lerobot_recorder.bags.errors import BagError
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from rosbags.typesys.store import Typestore
 
 HEADER_TYPE = "std_msgs/msg/Header"
-NS = 1_000_000_000
 _STAMP = struct.Struct("<iI")
 _STAMP_BE = struct.Struct(">iI")
 

@@ -23,10 +23,10 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_recorder.contract import Contract
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_ros import images
 
-NS = 1_000_000_000
 SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 STATE_TOPIC = "/follower/joint_states"
 COMMAND_TOPIC = "/follower/joint_commands"

@@ -2,7 +2,7 @@
 
 Pure Python (no rclpy); used by the recorder node, the bag converter and training.
 
-    from lerobot_recorder.dataset import DatasetWriter, DatasetReader, FeatureSpec, DatasetError
+    from lerobot_recorder.dataset import DatasetWriter, DatasetReader, FeatureSpec, DatasetError, feature_specs
     from lerobot_recorder.dataset import merge_datasets, select_episodes, split_dataset  # collections
 """
 
@@ -17,7 +17,7 @@ from lerobot_recorder.dataset.errors import (
     FeatureError,
     SchemaMismatchError,
 )
-from lerobot_recorder.dataset.features import FeatureSpec
+from lerobot_recorder.dataset.features import FeatureSpec, feature_specs
 from lerobot_recorder.dataset.merge import MergeReport, merge_datasets, select_episodes, split_dataset
 from lerobot_recorder.dataset.reader import DatasetReader
 from lerobot_recorder.dataset.writer import DatasetWriter, recover
@@ -36,6 +36,7 @@ __all__ = [
     "FeatureSpec",
     "MergeReport",
     "SchemaMismatchError",
+    "feature_specs",
     "merge_datasets",
     "recover",
     "select_episodes",

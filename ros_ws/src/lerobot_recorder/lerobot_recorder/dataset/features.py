@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from lerobot_recorder.dataset.errors import FeatureError
+
+if TYPE_CHECKING:
+    from lerobot_contract import Contract
 
 NUMERIC_DTYPES = ("float32", "float64", "int64", "bool")
 CAMERA_DTYPES = ("video", "image")
@@ -104,6 +107,24 @@ class FeatureSpec:
     def same_schema(self, other: FeatureSpec) -> bool:
         """Equal dtype, shape and names (video `info` is ignored)."""
         return (self.dtype, self.shape, self.names) == (other.dtype, other.shape, other.names)
+
+
+def feature_specs(contract: Contract, *, video: bool = True) -> dict[str, FeatureSpec]:
+    """The dataset schema of a robot contract: one FeatureSpec per contract feature, in contract order.
+
+    With `video` off, camera features are stored as PNG images (`image`) instead of mp4 (`video`).
+    """
+    specs: dict[str, FeatureSpec] = {}
+    for key, feat in contract.features.items():
+        if feat.dtype == "depth":
+            # The v3 writer stores 1-D vectors only: depth is a flat float32 row (metres, row-major).
+            specs[key] = FeatureSpec("float32", (feat.shape[0] * feat.shape[1],), None)
+        elif feat.is_image:
+            dtype = feat.dtype if video or feat.dtype != "video" else "image"
+            specs[key] = FeatureSpec(dtype, tuple(feat.shape), feat.dataset_names)
+        else:
+            specs[key] = FeatureSpec(feat.dtype, (feat.size,), feat.dataset_names)
+    return specs
 
 
 def validate_feature_key(key: str) -> None:

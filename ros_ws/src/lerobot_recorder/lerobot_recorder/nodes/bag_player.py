@@ -13,8 +13,9 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
-from lerobot_recorder.bags.play import NS, BagPlayback, PlayQos
-from lerobot_recorder.nodes.recorder import message_class
+from lerobot_contract.time import NS
+from lerobot_recorder.bags.play import BagPlayback, PlayQos
+from lerobot_ros.message_conversion import import_message_type
 
 _SLEEP_STEP_S = 0.05  # longest sleep between checks of the stop flag
 
@@ -37,7 +38,7 @@ class BagPlayer(Node):
         self.playback = playback
         self._topic_publishers: dict[str, Any] = {}
         for name, topic in playback.topics.items():
-            cls = message_class(topic.msgtype)
+            cls = import_message_type(topic.msgtype)
             self._topic_publishers[name] = self.create_publisher(cls, name, qos_profile(topic.qos))
         self._clock_pub = None  # not `_clock`: that is the node's own clock in rclpy
         if playback.options.clock_hz > 0:

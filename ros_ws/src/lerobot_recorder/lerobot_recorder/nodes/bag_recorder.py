@@ -13,10 +13,10 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
-from lerobot_recorder.nodes.recorder import message_class
 from lerobot_recorder.recorder import RecorderError
 from lerobot_recorder.recorder.bag_writer import SplittingBagWriter, TopicSelection, topics_to_record
 from lerobot_recorder.recorder.messages import build_typestore
+from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 from lerobot_ros.worker_guard import WorkerGuard
 
 
@@ -82,8 +82,8 @@ class BagRecorder(Node):
                 self._writer.typestore.register({msgtype: store.fielddefs[msgtype]})
                 self._register_deps(store, msgtype)
                 self._writer.add_topic(topic, msgtype, self._offered_qos(topic))
-                cls = message_class(msgtype)
-            except RecorderError as err:
+                cls = import_message_type(msgtype)
+            except (RecorderError, MessageTypeError) as err:
                 self._skipped.add(topic)
                 self.get_logger().warning(f"not recording {topic}: {err}")
                 continue

@@ -13,7 +13,6 @@ dataset thread (`recorder.sink`) are pure cores. Interfaces (relative to the nod
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
@@ -32,40 +31,26 @@ from rosbags.serde import SerdeError
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from lerobot_contract import ClockJumpError, Contract, ContractError, MessageMismatchError, load_contract
+from lerobot_contract.align import AlignFeature
+from lerobot_contract.frames import FrameDecoder
+from lerobot_contract.sampler import STAMP_REJECTIONS, LiveSampler
+from lerobot_contract.time import NS
 from lerobot_msgs.action import RecordEpisode
 from lerobot_msgs.msg import RecorderStatus
-from lerobot_recorder.bags.align import NS, AlignFeature
-from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, load_contract
-from lerobot_recorder.dataset import DatasetError, DatasetWriter, FeatureSpec
+from lerobot_recorder.dataset import DatasetError, DatasetWriter, feature_specs
 from lerobot_recorder.dataset.writer import uncommitted_dataset
-from lerobot_recorder.recorder import ClockJumpError, RecorderError, WorkflowError
+from lerobot_recorder.recorder import RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import build_typestore, has_header, header_stamp_ns
-from lerobot_recorder.recorder.sampler import STAMP_REJECTIONS, LiveSampler
-from lerobot_recorder.recorder.sink import EpisodeSink, FrameValues, SinkEvent, disk_free_bytes
+from lerobot_recorder.recorder.sink import EpisodeSink, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 from lerobot_ros.executors import ThreadPoolExecutor
+from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_main import autostart, run_node
 from lerobot_ros.worker_guard import WorkerGuard
 
 WAITING_FOR_CLOCK = "waiting for /clock (use_sim_time is true and no clock message came yet)"
 LATCHED = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
-
-
-def dataset_features(contract: Contract, video: bool) -> dict[str, FeatureSpec]:
-    """The dataset schema of `contract`; with `video` off, camera features are stored as PNG images."""
-    specs = contract.feature_specs()
-    if not video:
-        specs = {k: FeatureSpec("image", s.shape, s.names) if s.dtype == "video" else s for k, s in specs.items()}
-    return specs
-
-
-def message_class(msgtype: str) -> Any:
-    """The rclpy class of ``pkg/msg/Name``."""
-    package, _, name = msgtype.split("/")
-    try:
-        return getattr(importlib.import_module(f"{package}.msg"), name)
-    except (ImportError, AttributeError):
-        raise RecorderError(f"message type {msgtype} is not installed (no Python module {package}.msg)") from None
 
 
 class Recorder(LifecycleNode):
@@ -275,7 +260,7 @@ class Recorder(LifecycleNode):
             clock_jump_ns=round(float(self._param("clock_jump_s")) * NS),
             max_samples=max(32, int(fps * 2)),
         )
-        values = FrameValues(contract, self._typestore.deserialize_cdr)
+        values = FrameDecoder(contract, self._typestore.deserialize_cdr, deserialize_errors=(SerdeError,))
         self._sink = EpisodeSink(
             writer,
             values,
@@ -296,7 +281,7 @@ class Recorder(LifecycleNode):
         for topic, feats in self._by_topic.items():
             self._contract_subscriptions.append(
                 self.create_subscription(
-                    message_class(feats[0].type),
+                    import_message_type(feats[0].type),
                     topic,
                     lambda raw, topic=topic: self._on_message(topic, raw),
                     qos,
@@ -338,7 +323,7 @@ class Recorder(LifecycleNode):
             time.sleep(0.1)
 
     def _open_dataset(self, contract: Contract, fps: int) -> DatasetWriter:
-        features = dataset_features(contract, bool(self._param("video")))
+        features = feature_specs(contract, video=bool(self._param("video")))
         codec = str(self._param("video_codec"))
         exists = (self._root / "meta" / "info.json").is_file()
         # A root left by a recorder killed before its first save holds no episode: this run takes it over.

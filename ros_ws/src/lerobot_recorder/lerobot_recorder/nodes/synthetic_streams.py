@@ -21,9 +21,9 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_recorder.contract import ContractError, FeatureContract, load_contract
-from lerobot_recorder.contract.images import encode_image
-from lerobot_recorder.nodes.recorder import message_class
+from lerobot_contract import ContractError, FeatureContract, load_contract
+from lerobot_contract.images import encode_image
+from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_main import run_node
 
 _STAMP = struct.Struct("<iI")
@@ -71,7 +71,7 @@ class SyntheticStreams(Node):
         for feat in contract.features.values():
             by_topic.setdefault(feat.topic, feat)
         for topic, feat in by_topic.items():
-            publisher = self.create_publisher(message_class(feat.type), topic, qos)
+            publisher = self.create_publisher(import_message_type(feat.type), topic, qos)
             if feat.is_image:
                 rate = float(self.get_parameter("camera_rate_hz").value)
                 frames = self._pictures(feat, feat.shape[:2])
@@ -157,7 +157,7 @@ class SyntheticStreams(Node):
 
     def _joint_tick(self, topic: str, publisher: Any, feat: FeatureContract) -> Any:
         names = list(feat.joints or feat.names or ())
-        msg_type = message_class(feat.type)
+        msg_type = import_message_type(feat.type)
 
         def tick() -> None:
             if self._silent(topic):

@@ -20,8 +20,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
+from lerobot_contract import Contract, FeatureContract, MessageMismatchError
 from lerobot_msgs.msg import ActionChunk, RecorderStatus
-from lerobot_recorder.contract import Contract, FeatureContract, MessageMismatchError
 from lerobot_recorder.view.entities import ROS_TIME, Chunk, ChunkOverlay, TopicCounter, ViewLogger, layout
 from lerobot_ros.message_conversion import import_message_type
 
@@ -291,7 +291,7 @@ def _matches(feature: FeatureContract, msg: Any) -> bool:
 
 def _any_picture(feature: FeatureContract, msg: Any) -> np.ndarray:
     """A picture of another size than the contract's: shown anyway (the recorder is what refuses it)."""
-    from lerobot_recorder.contract.images import decode_color, decode_depth
+    from lerobot_contract.images import decode_color, decode_depth
 
     if feature.dtype == "depth":
         return decode_depth(msg, feature.type, feature.depth_scale_m)

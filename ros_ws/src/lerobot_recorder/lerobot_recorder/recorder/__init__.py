@@ -3,6 +3,6 @@
 The ROS shells live in `lerobot_recorder.nodes`.
 """
 
-from lerobot_recorder.recorder.errors import ClockJumpError, RecorderError, TopicSelectionError, WorkflowError
+from lerobot_recorder.recorder.errors import RecorderError, TopicSelectionError, WorkflowError
 
-__all__ = ["ClockJumpError", "RecorderError", "TopicSelectionError", "WorkflowError"]
+__all__ = ["RecorderError", "TopicSelectionError", "WorkflowError"]

@@ -7,10 +7,6 @@ class RecorderError(Exception):
     """Base class of the live recorder's errors."""
 
 
-class ClockJumpError(RecorderError):
-    """A stamp (or the clock) went back by more than the allowed jitter: the clock was reset (sim reset)."""
-
-
 class WorkflowError(RecorderError):
     """An episode control came in a state where it means nothing (e.g. a goal while recording)."""
 

@@ -19,15 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from rosbags.serde import SerdeError
-
-from lerobot_recorder.bags.align import AlignedFrame
-from lerobot_recorder.contract import Contract, MessageMismatchError, NonFiniteValueError
+from lerobot_contract import MessageMismatchError
+from lerobot_contract.align import AlignedFrame
+from lerobot_contract.frames import FrameDecoder
 from lerobot_recorder.dataset import DatasetError, DatasetWriter, EncoderError
-
-Deserialize = Callable[[bytes, str], Any]
 
 
 @dataclass(frozen=True)
@@ -71,44 +66,6 @@ def disk_free_bytes(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-class FrameValues:
-    """Sampled picks -> the writer's frame dict (images deserialized and decoded once per message)."""
-
-    def __init__(self, contract: Contract, deserialize: Deserialize) -> None:
-        self.features = contract.features
-        self._deserialize = deserialize
-        self._cache: dict[str, tuple[int, npt.NDArray[Any]]] = {}
-
-    def build(self, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
-        """Raises MessageMismatchError when an image does not fit the contract (size, encoding) or a vector
-        holds NaN/inf (NonFiniteValueError)."""
-        values: dict[str, npt.NDArray[Any]] = {}
-        for key, pick in frame.picks.items():
-            feat = self.features[key]
-            if not feat.is_image:
-                with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
-                    vector = np.asarray(pick.sample.payload, dtype=feat.dtype)
-                if not np.isfinite(vector).all():
-                    # The contract refuses such samples where they enter; this guards any other way in.
-                    raise NonFiniteValueError(f"{key}: non-finite value(s) {vector.tolist()}; the frame is dropped")
-                values[key] = vector
-                continue
-            cached = self._cache.get(key)
-            if cached is None or cached[0] != pick.sample.seq:
-                try:
-                    msg = self._deserialize(pick.sample.payload, feat.type)
-                except SerdeError as err:  # malformed CDR from a publisher: this frame is bad, the thread lives
-                    raise MessageMismatchError(f"{key}: a {feat.type} message cannot be deserialized: {err}") from None
-                cached = (pick.sample.seq, feat.value(msg))
-                self._cache[key] = cached
-            values[key] = cached[1]
-        return values
-
-    def reset(self) -> None:
-        """Forget decoded images (between episodes)."""
-        self._cache.clear()
-
-
 class EpisodeSink:
     """Runs the DatasetWriter in its own thread (see the module docstring). `on_event` runs in that thread."""
 
@@ -117,7 +74,7 @@ class EpisodeSink:
     def __init__(
         self,
         writer: DatasetWriter,
-        values: FrameValues,
+        values: FrameDecoder,
         on_event: Callable[[SinkEvent], None],
         *,
         max_queue: int = 64,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from lerobot_recorder.bags.align import AlignFeature
-from lerobot_recorder.recorder import ClockJumpError
-from lerobot_recorder.recorder.sampler import LiveSampler
+from lerobot_contract.align import AlignFeature
+from lerobot_contract.errors import ClockJumpError
+from lerobot_contract.sampler import LiveSampler
+from lerobot_contract.time import NS
 
 MS = 1_000_000
-NS = 1_000_000_000
 BEHIND = 5_000 * MS  # the stamps' clock runs 5 s behind the recorder's
 FAR_FUTURE = 2_147_483_647 * NS  # header.stamp.sec = INT32_MAX
 

@@ -33,18 +33,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import yaml
 
-from lerobot_recorder.contract import images
-from lerobot_recorder.contract.errors import ContractError, MessageMismatchError, NonFiniteValueError
-from lerobot_recorder.contract.units import JointUnits, UnitConverter, parse_units
-
-if TYPE_CHECKING:
-    from lerobot_recorder.dataset import FeatureSpec
+from lerobot_contract import images
+from lerobot_contract.errors import ContractError, MessageMismatchError, NonFiniteValueError
+from lerobot_contract.units import JointUnits, UnitConverter, parse_units
 
 STAMP_SOURCES = ("header", "receive")
 IMAGE_TYPES = (images.IMAGE_TYPE, images.COMPRESSED_IMAGE_TYPE)
@@ -300,7 +297,7 @@ class FeatureContract:
         return out
 
     def value(self, msg: Any) -> npt.NDArray[Any]:
-        """The dataset value of this feature for `msg` (depth pictures flattened row-major, see `feature_specs`)."""
+        """The dataset value of this feature for `msg` (depth pictures flattened row-major)."""
         if not self.is_image:
             return self.vector(msg)
         picture = self.picture(msg)
@@ -400,21 +397,6 @@ class Contract:
     def to_dict(self) -> dict[str, Any]:
         """The contract as plain data (stored with the dataset)."""
         return dict(self.raw)
-
-    def feature_specs(self) -> dict[str, FeatureSpec]:
-        """The dataset writer's FeatureSpecs for every feature, in contract order."""
-        from lerobot_recorder.dataset import FeatureSpec
-
-        specs: dict[str, FeatureSpec] = {}
-        for key, feat in self.features.items():
-            if feat.dtype == "depth":
-                # The v3 writer stores 1-D vectors only: depth is a flat float32 row (metres, row-major).
-                specs[key] = FeatureSpec("float32", (feat.shape[0] * feat.shape[1],), None)
-            elif feat.is_image:
-                specs[key] = FeatureSpec(feat.dtype, tuple(feat.shape), feat.dataset_names)
-            else:
-                specs[key] = FeatureSpec(feat.dtype, (feat.size,), feat.dataset_names)
-        return specs
 
 
 def _positive(source: str, key: str, value: object) -> float:

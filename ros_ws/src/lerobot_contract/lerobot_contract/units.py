@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_recorder.contract.errors import ContractError
+from lerobot_contract.errors import ContractError
 
 KINDS = ("identity", "scale", "range", "per_joint")
 

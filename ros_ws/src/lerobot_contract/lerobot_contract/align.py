@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from lerobot_recorder.bags.errors import NonMonotonicStampError
+from lerobot_contract.errors import NonMonotonicStampError
+from lerobot_contract.time import NS
 
 ALIGN_MODES = ("hold", "nearest", "linear")
-NS = 1_000_000_000
 # The grid phase is measured over this many frame periods from the first time every feature has a sample.
 PHASE_WINDOW_FRAMES = 10
 # A camera needs this many stamps in the window, all spaced by about whole frame periods, to set the phase.

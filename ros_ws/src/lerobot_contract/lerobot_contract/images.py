@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_recorder.contract.errors import MessageMismatchError
+from lerobot_contract.errors import MessageMismatchError
 from lerobot_ros import images
 from lerobot_ros.images import COLOR_ENCODINGS, COMPRESSED_IMAGE_TYPE, DEPTH_ENCODINGS, IMAGE_TYPE
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lerobot_recorder.bags.align import AlignedFrame, Aligner, AlignFeature, frame_time
-from lerobot_recorder.bags.errors import NonMonotonicStampError
+from lerobot_contract.align import AlignedFrame, Aligner, AlignFeature, frame_time
+from lerobot_contract.errors import NonMonotonicStampError
 
 MS = 1_000_000
 

@@ -1,6 +1,6 @@
 """Live sampling: the newest message per feature onto the dataset's frame grid, as messages arrive.
 
-The rule is the bag converter's (`lerobot_recorder.bags.align`, DESIGN.md section 6), applied live:
+The rule is the bag converter's (`lerobot_contract.align`, DESIGN.md section 6), applied live:
 
 * an episode starts at `start_ns`; samples stamped before it are ignored, and frame 0 is at the first time
   where every feature has a sample (the latest of the features' first stamps), or up to one frame period
@@ -43,8 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lerobot_recorder.bags.align import (
-    NS,
+from lerobot_contract.align import (
     AlignedFrame,
     AlignFeature,
     GridPhase,
@@ -55,7 +54,8 @@ from lerobot_recorder.bags.align import (
     frame_time,
     new_report,
 )
-from lerobot_recorder.recorder.errors import ClockJumpError
+from lerobot_contract.errors import ClockJumpError
+from lerobot_contract.time import NS
 
 # Why a sample's stamp was refused.
 STAMP_REJECTIONS = ("zero", "negative", "future", "far_past")

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from lerobot_recorder.contract import Contract, ContractError, MessageMismatchError, NonFiniteValueError, load_contract
-from lerobot_recorder.contract.images import decode_color, encode_image
+from lerobot_contract import Contract, ContractError, MessageMismatchError, NonFiniteValueError, load_contract
+from lerobot_contract.images import decode_color, encode_image
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 CONTRACTS = REPO / "config" / "contracts"
 SO101_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 

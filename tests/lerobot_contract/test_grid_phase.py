@@ -14,11 +14,11 @@ import random
 
 import pytest
 
-from lerobot_recorder.bags.align import Aligner, AlignFeature, frame_time, grid_start
-from lerobot_recorder.recorder.sampler import LiveSampler
+from lerobot_contract.align import Aligner, AlignFeature, frame_time, grid_start
+from lerobot_contract.sampler import LiveSampler
+from lerobot_contract.time import NS
 
 MS = 1_000_000
-NS = 1_000_000_000
 FPS = 30
 CAMERAS = {"cam_a": 3 * MS, "cam_b": 15 * MS}  # phases of the two cameras' frame clocks
 

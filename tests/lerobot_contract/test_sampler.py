@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lerobot_recorder.bags.align import Aligner, AlignFeature
-from lerobot_recorder.recorder import ClockJumpError
-from lerobot_recorder.recorder.sampler import LiveSampler
+from lerobot_contract.align import Aligner, AlignFeature
+from lerobot_contract.errors import ClockJumpError
+from lerobot_contract.sampler import LiveSampler
 
 MS = 1_000_000
 

@@ -1,4 +1,4 @@
-"""Errors raised by the contract package."""
+"""Errors raised by the shared data model: the contract, the alignment rule and the live sampler."""
 
 from __future__ import annotations
 
@@ -20,3 +20,11 @@ class MessageMismatchError(ValueError):
 
 class NonFiniteValueError(MessageMismatchError):
     """A message carries NaN or +-inf in a value the contract selects: the sample is refused, never stored."""
+
+
+class NonMonotonicStampError(ValueError):
+    """A topic's stamps go backwards, so "newest sample at or before the frame time" is undefined."""
+
+
+class ClockJumpError(Exception):
+    """A stamp (or the clock) went back by more than the allowed jitter: the clock was reset (sim reset)."""
