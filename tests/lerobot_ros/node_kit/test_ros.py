@@ -164,3 +164,24 @@ def test_diagnostics_status_and_publisher(context):
         assert received and received[0].status[0].message == "slow" and received[0].header.stamp.sec > 0
     finally:
         node.destroy_node()
+
+
+def test_a_lifecycle_node_defers_a_refused_choice_to_configure(context):
+    """defer_errors: a string outside the choices fails configure, the node itself starts (with the default)."""
+    node = make(context, cls=LifecycleNode, blend="mix")
+    try:
+        params = declare_parameters(node, Example, defer_errors=True)
+        assert params.config.blend == "crossfade"
+        with pytest.raises(ParameterError, match="parameter blend = 'mix' is not allowed"):
+            params.require()
+        assert configure_transition(node, params.require) == TransitionCallbackReturn.FAILURE
+        assert node.set_parameters([Parameter("blend", value="replace")])[0].successful
+        assert params.require().blend == "replace"
+    finally:
+        node.destroy_node()
+    out_of_range = make(context, cls=LifecycleNode, loop_rate=0.5)
+    try:
+        with pytest.raises(ParameterError, match=r"loop_rate = 0\.5"):  # rclpy refuses it too: at once
+            declare_parameters(out_of_range, Example, defer_errors=True)
+    finally:
+        out_of_range.destroy_node()

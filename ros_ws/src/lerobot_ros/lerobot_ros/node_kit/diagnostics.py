@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from rclpy.publisher import Publisher
@@ -53,10 +54,10 @@ class DiagnosticsPublisher:
         self._node = node
         self._publisher: Publisher[DiagnosticArray] = node.create_publisher(DiagnosticArray, topic, depth)
 
-    def publish(self, *statuses: DiagnosticStatus) -> bool:
-        """Publish; False (nothing sent) when ROS is shutting down under the node, which is not an error."""
+    def publish(self, *statuses: DiagnosticStatus, stamp: Time | None = None) -> bool:
+        """Publish, stamped `stamp` (default: now); False (nothing sent) when ROS is shutting down under the node."""
         array = DiagnosticArray(status=list(statuses))
-        array.header.stamp = self._node.get_clock().now().to_msg()
+        array.header.stamp = stamp if stamp is not None else self._node.get_clock().now().to_msg()
         try:
             self._publisher.publish(array)
         except Exception:

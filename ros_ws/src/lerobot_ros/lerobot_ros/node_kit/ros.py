@@ -9,6 +9,10 @@ the table before rclpy sees them, so a bad one stops the node with one line (Par
 the parameter, the value and what is allowed. A runtime change (`ros2 param set`, `set_parameters`) goes
 through the same table: read-only ones and values out of range are refused with a reason, then the node's own
 `check(old, new, changed)` may refuse it too; an accepted change replaces `params.config` and calls `applied`.
+
+A lifecycle node passes `defer_errors=True`: a start-up value that rclpy takes but the table refuses (a string
+not among the choices) then fails configure instead of construction, as lifecycle managers expect; until
+then the config holds that parameter's default, and `params.require()` (first thing in configure) raises.
 """
 
 from __future__ import annotations
@@ -90,8 +94,10 @@ class NodeParameters(Generic[ConfigT]):
         prefix: str = "",
         check: Check[ConfigT] | None = None,
         applied: Applied[ConfigT] | None = None,
+        refused: Mapping[str, str] | None = None,
     ) -> None:
         self.table = table
+        self._refused = dict(refused or {})
         self.prefix = prefix
         self._node = node
         self._config = config
@@ -103,6 +109,12 @@ class NodeParameters(Generic[ConfigT]):
     @property
     def config(self) -> ConfigT:
         """The parameters as they are now (a new object after every accepted change)."""
+        return self._config
+
+    def require(self) -> ConfigT:
+        """The config; ParameterError if a start-up value was refused (`defer_errors`) and is still set."""
+        if self._refused:
+            raise ParameterError("; ".join(self._refused.values()))
         return self._config
 
     def _changes(self, params: list[Parameter[Any]]) -> dict[str, Any]:
@@ -131,6 +143,8 @@ class NodeParameters(Generic[ConfigT]):
         values = self.table.values(self._config)
         values.update({name: self.table.spec(name).coerce(value) for name, value in changes.items()})
         self._config = self.table.build(values)
+        for name in changes:
+            self._refused.pop(name, None)
         if self._applied is not None:
             self._applied(self._config, frozenset(changes))
 
@@ -142,33 +156,45 @@ def declare_parameters(
     prefix: str = "",
     check: Check[ConfigT] | None = None,
     applied: Applied[ConfigT] | None = None,
+    defer_errors: bool = False,
 ) -> NodeParameters[ConfigT]:
     """Declare every parameter of `table` (names prefixed by `prefix`) on `node`; their config, checked.
 
     Raises ParameterError (one line: node, parameter, value, what is allowed) for a value given at start-up
-    that the table does not allow.
+    that the table does not allow; with `defer_errors`, only where rclpy refuses it too (see the module doc).
     """
     if not isinstance(table, ParameterTable):
         table = ParameterTable.of(table)
     overrides: Mapping[str, Parameter[Any]] = getattr(node, "_parameter_overrides", {})
     where = node.get_fully_qualified_name()
     values: dict[str, Any] = {}
+    refused: dict[str, str] = {}
     for spec in table.specs:
         name = prefix + spec.name
         given = overrides.get(name)
         if given is not None and given.type_ != Parameter.Type.NOT_SET and (why := spec.reason(given.value)):
-            raise ParameterError(f"{where}: {why.replace(spec.name, name, 1)}")
+            problem = f"{where}: {why.replace(spec.name, name, 1)}"
+            if not defer_errors or not _ros_accepts(spec, given.value):
+                raise ParameterError(problem)
+            refused[spec.name] = problem
         default = _UNSET_TYPES[spec.kind] if spec.default is None else _ros_value(spec)
         try:
             declared = node.declare_parameter(name, default, descriptor(spec, name))
         except Exception as err:  # rclpy's own checks, should the table's have let something through
             raise ParameterError(f"{where}: parameter {name}: {err}") from None
-        values[spec.name] = None if declared.type_ == Parameter.Type.NOT_SET else declared.value
+        value = None if declared.type_ == Parameter.Type.NOT_SET else declared.value
+        values[spec.name] = spec.default if value is not None and spec.reason(value) else value
     try:
         config = table.build(values)
     except ParameterError as err:
         raise ParameterError(f"{where}: {err}") from None
-    return NodeParameters(node, table, config, prefix=prefix, check=check, applied=applied)
+    return NodeParameters(node, table, config, prefix=prefix, check=check, applied=applied, refused=refused)
+
+
+def _ros_accepts(spec: ParameterSpec, value: Any) -> bool:
+    """Whether rclpy's own checks (type, range) let `value` through: only choices are the table's alone."""
+    without_choices = ParameterSpec(spec.name, spec.kind, None, "", spec.low, spec.high, spec.step)
+    return without_choices.reason(value) is None
 
 
 def _ros_value(spec: ParameterSpec) -> Any:
