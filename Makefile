@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm reliability test-browser
+.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,15 @@ reliability:
 # (~1 min); needs Debian's chromium (scripts/setup.sh --with-browser). LEROBOT_ROS_UPDATE_DOCS=1 refreshes docs/.
 test-browser:
 	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view -m browser -q $(ARGS)
+
+# The packages installed non-editable into a scratch venv (~40 s): contracts, robot configs and launch files come
+# from the installed share/, not from this checkout.
+test-install:
+	LEROBOT_ROS_INSTALL_TEST=1 .venv/bin/python -m pytest tests/ros_ws/test_non_editable_install.py -q $(ARGS)
+
+# The tiny demo end to end with every stage resumed (five demo runs, 2-8 min; the default run has a quick one).
+test-demo:
+	LEROBOT_ROS_DEMO_E2E=1 .venv/bin/python -m pytest tests/lerobot_eval/test_demo_e2e.py -m demo_e2e -q $(ARGS)
 
 # Freeze the resolved dependency set into requirements/constraints.txt.
 lock:

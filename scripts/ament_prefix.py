@@ -10,7 +10,9 @@ its package.xml (the name) and setup.cfg (the console scripts):
 * the ament index marker and <prefix>/share/<pkg>/{package.xml,launch,config} as links into the source
   tree, so launch files and config edits take effect without re-running.
 
-Idempotent; only touches files it owns. Usage: ament_prefix.py PREFIX PYTHON PACKAGE_DIR...
+Idempotent; only touches files it owns. Usage: ament_prefix.py [--executables-only] PREFIX PYTHON PACKAGE_DIR...
+`--executables-only` is for a non-editable install (`pip install` without -e), whose data_files already put the
+index marker and share/<pkg> into the prefix: it writes only the lib/<pkg> launchers.
 """
 
 from __future__ import annotations
@@ -84,16 +86,18 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
-def install(prefix: Path, python: str, package: Package) -> list[Path]:
-    """Write the index marker, share links and lib launchers of `package` into `prefix`; returns the launchers."""
-    index = prefix / "share" / "ament_index" / "resource_index" / "packages"
-    index.mkdir(parents=True, exist_ok=True)
-    (index / package.name).touch()
-    share = prefix / "share" / package.name
-    share.mkdir(parents=True, exist_ok=True)
-    for item in ("package.xml", "launch", "config"):
-        if (package.source / item).exists():
-            _link(package.source / item, share / item)
+def install(prefix: Path, python: str, package: Package, share_links: bool = True) -> list[Path]:
+    """Write the index marker, share links (unless `share_links` is false) and lib launchers of `package` into
+    `prefix`; returns the launchers."""
+    if share_links:
+        index = prefix / "share" / "ament_index" / "resource_index" / "packages"
+        index.mkdir(parents=True, exist_ok=True)
+        (index / package.name).touch()
+        share = prefix / "share" / package.name
+        share.mkdir(parents=True, exist_ok=True)
+        for item in ("package.xml", "launch", "config"):
+            if (package.source / item).exists():
+                _link(package.source / item, share / item)
     lib = prefix / "lib" / package.name
     lib.mkdir(parents=True, exist_ok=True)
     written = []
@@ -116,8 +120,10 @@ def install(prefix: Path, python: str, package: Package) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    share_links = "--executables-only" not in args
+    args = [a for a in args if a != "--executables-only"]
     if len(args) < 3:
-        sys.stderr.write("usage: ament_prefix.py PREFIX PYTHON PACKAGE_DIR...\n")
+        sys.stderr.write("usage: ament_prefix.py [--executables-only] PREFIX PYTHON PACKAGE_DIR...\n")
         return 2
     # abspath, not resolve: the venv's python is a link to the base interpreter, and must stay the venv's.
     prefix, python = Path(os.path.abspath(args[0])), os.path.abspath(args[1])
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         packages = [read_package(s) for s in sources if (s / "package.xml").is_file()]
         for package in packages:
-            install(prefix, python, package)
+            install(prefix, python, package, share_links)
     except (PackageError, OSError) as err:
         sys.stderr.write(f"ament_prefix: {err}\n")
         return 1

@@ -23,9 +23,11 @@ SOURCES = {
     "lerobot_policy_node": SRC / "lerobot_policy_node",
     "lerobot_recorder": SRC / "lerobot_recorder",
     "lerobot_sim_bridge": REPO / "sim_bridge",
+    "lerobot_eval": SRC / "lerobot_eval",
 }
 PYTHON_PACKAGES = list(SOURCES)
-LIBRARIES = {"lerobot_contract"}  # imported by the others, no executables of their own
+# No executables of their own: imported by the others (contract), lerobot-ros sub-commands only (eval).
+LIBRARIES = {"lerobot_contract", "lerobot_eval"}
 
 
 def console_scripts(package: str) -> list[str]:

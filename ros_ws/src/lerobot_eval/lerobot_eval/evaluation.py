@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected, ObservationError, PolicyConfigError, PolicyLoadError
-from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
+from lerobot_policy_node.core.executor import BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.observations import match_inputs
 from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy
 from lerobot_policy_node.core.resolve import resolve_policy

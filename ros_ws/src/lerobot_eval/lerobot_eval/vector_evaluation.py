@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected
-from lerobot_policy_node.core.executor import NS, BlendMode, Chunk, ChunkExecutor, ExecutorConfig
+from lerobot_policy_node.core.executor import BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy, RemotePolicy
 
 # Resident memory of one worker (spawned interpreter, MuJoCo model, Mesa EGL renderer of a 320x240 camera, message

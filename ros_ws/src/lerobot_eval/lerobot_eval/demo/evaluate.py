@@ -180,9 +180,9 @@ def _run_lockstep_episodes(
     num_envs: str,
 ) -> None:
     from lerobot_contract import ContractError
+    from lerobot_contract.time import NS
     from lerobot_eval.vector_evaluation import choose_num_envs, contract_env_factory, run_vector_episodes
     from lerobot_policy_node.core.errors import PolicyLoadError
-    from lerobot_policy_node.core.executor import NS
     from lerobot_policy_node.core.resolve import resolve_policy
 
     fps = 30.0
