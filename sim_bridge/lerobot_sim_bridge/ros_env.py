@@ -4,8 +4,14 @@
 to ROS units, publishes it on the contract's `action` topic stamped with the observation it answers (so a
 lockstep sim bridge advances exactly one step), and waits for the next observation: the newest
 `observation.*` sample of every feature stamped at or before the newest state sample, each within its
-`max_age_s` of it (the recorder's and policy node's alignment rule; against the sim bridge, which stamps every
-stream of a step alike, the sample of that very step). `reset(seed=...)` calls the robot's
+`max_age_s` of it (default: one frame period); against the sim bridge, which stamps every stream of a step
+alike, the sample of that very step. That is the recorder's hold rule anchored at the state sample, not
+`lerobot_contract.sampler.LiveSampler` (the policy node's): a lockstep bridge advances one step per action and
+matches the action's stamp to its step, so the observation must be released as soon as the step's samples are
+all there, at the step's own stamp, while the sampler places frames on an fps grid (phase measured over 10
+frame periods) and releases them by the receiver's clock (a latency window, a receive-minus-stamp offset that
+grows every step while sim time waits for the action), which would hold a camera frame still in flight for the
+previous step's. `reset(seed=...)` calls the robot's
 `sim/reset` service where there is one (the sim bridge), else it returns the current observation.
 Reward, success and episode end come from the bridge's `sim/...` topics; a real robot has none (reward 0).
 """
