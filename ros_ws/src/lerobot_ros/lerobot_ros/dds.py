@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lerobot_ros import share
+
 PROFILE_NAME = "fastdds_shm.xml"
 PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 # LEROBOT_ROS_DDS picks one of the shipped profiles by name (LEROBOT_ROS_DDS_PROFILE overrides with a path).
@@ -33,14 +35,6 @@ _PORT_LOCK = re.compile(r"^fastdds_port\d{1,5}_(el|sl)$")
 
 class DdsProfileError(RuntimeError):
     """The DDS transport profile cannot be found."""
-
-
-def _profile_candidates(file_name: str = PROFILE_NAME) -> list[Path]:
-    here = Path(__file__).resolve().parent
-    candidates = [here.parent / "config" / file_name]  # source tree / editable install
-    prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
-    candidates += [Path(p) / "share" / "lerobot_ros" / "config" / file_name for p in prefixes if p]
-    return candidates
 
 
 def profile_choice(name: str | None = None, environ: Mapping[str, str] | None = None) -> str:
@@ -65,13 +59,10 @@ def profile_path(name: str | None = None) -> Path:
                 f"LEROBOT_ROS_DDS_PROFILE={override} does not exist; unset it or point it at a Fast DDS XML profile"
             )
         return path
-    for candidate in _profile_candidates(file_name):
-        if candidate.is_file():
-            return candidate
-    raise DdsProfileError(
-        f"{file_name} not found (looked in {', '.join(str(c) for c in _profile_candidates(file_name))}); "
-        "re-run scripts/setup.sh or reinstall lerobot_ros"
-    )
+    try:
+        return share.find(f"config/{file_name}")
+    except share.ShareFileNotFoundError as err:
+        raise DdsProfileError(str(err)) from None
 
 
 def ros_environment(base: Mapping[str, str] | None = None, profile: str | None = None) -> dict[str, str]:
