@@ -535,10 +535,10 @@ def test_set_parameter_and_set_remap_apply_to_the_nodes_after_them(write_launch,
 def test_every_tag_has_one_handler() -> None:
     """The tags the first pass accepts are exactly those the planner has a handler for."""
     from lerobot_ros.launch.entities import SCHEMAS
-    from lerobot_ros.launch.parser import _Planner
+    from lerobot_ros.launch.parser import Planner
 
-    assert set(_Planner.HANDLERS) == set(SCHEMAS)
-    assert set(SCHEMAS) >= _Planner.SURVEYED
+    assert set(Planner.HANDLERS) == set(SCHEMAS)
+    assert set(SCHEMAS) >= Planner.SURVEYED
 
 
 def test_a_file_including_itself_by_absolute_path(write_launch, plan, tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Two passes, as in `launch`: every file is first checked against the tags and attributes it may hold
 (`entities.py`, like each action's `parse()`), then its actions are visited in order, each by the
-handler of its tag (`_Planner.HANDLERS`, like each action's `execute()`), with the launch
+handler of its tag (`Planner.HANDLERS`, like each action's `execute()`), with the launch
 configurations of their scope:
 
 - `arg` sets its default only when the configuration is not already set (command line, includer);
@@ -27,24 +27,18 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import yaml
 
+from lerobot_ros.launch import processes
 from lerobot_ros.launch.description import (
-    OUTPUTS,
     DeclaredArgument,
-    InlineParameters,
     LaunchPlan,
     LogMessage,
-    NodeDetails,
-    ParameterFile,
-    ParameterTree,
     ProcessDescription,
     ShutdownRequest,
 )
@@ -53,14 +47,12 @@ from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location, Su
 from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap
 from lerobot_ros.launch.parameters import (
     ParameterTypeError,
-    flatten_parameters,
     global_parameter_rule,
     global_parameter_value,
-    parameter_value,
 )
+from lerobot_ros.launch.processes import ROS_NAMESPACE, make_namespace_absolute, prefix_namespace, validate_namespace
 from lerobot_ros.launch.substitutions import (
     SubstitutionContext,
-    Template,
     evaluate,
     parse_template,
     split_command_line,
@@ -68,8 +60,6 @@ from lerobot_ros.launch.substitutions import (
     unescape,
 )
 
-ROS_NAMESPACE = "ros_namespace"
-_NAME_TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CLI_ARGUMENT = re.compile(r"^([^\s:=]+):=(.*)$", re.DOTALL)
 _MAX_INCLUDE_DEPTH = 32
 
@@ -101,55 +91,6 @@ def _scalar_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
-
-
-def prefix_namespace(base: str | None, namespace: str | None) -> str | None:
-    """`namespace` under `base`, as launch_ros's `prefix_namespace`: an absolute namespace replaces the base."""
-    if base is None and namespace is None:
-        return None
-    if namespace is None:
-        combined = cast(str, base)
-    elif not base or namespace.startswith("/"):
-        combined = namespace
-    else:
-        combined = ("" if base == "/" else base) + "/" + namespace
-    return combined if combined == "/" else combined.rstrip("/")
-
-
-def make_namespace_absolute(namespace: str | None) -> str | None:
-    if namespace is None:
-        return None
-    return namespace if namespace.startswith("/") else "/" + namespace
-
-
-def _validate_namespace(namespace: str, location: Location) -> str:
-    """rmw's namespace rules (launch_ros validates with them): `/` or `/token/token...`."""
-    tokens = namespace.split("/")[1:]
-    if namespace != "/" and (not namespace.startswith("/") or "" in tokens):
-        raise LaunchFileError(location, f"invalid namespace {namespace!r}: no empty parts ('//' or a trailing '/')")
-    for token in tokens if namespace != "/" else []:
-        if not _NAME_TOKEN.match(token):
-            raise LaunchFileError(
-                location,
-                f"invalid namespace {namespace!r}: {token!r} must be letters, digits and '_', "
-                "not starting with a digit",
-            )
-    return namespace
-
-
-def _is_params_file(content: Any) -> bool:
-    """Every top-level entry leads (through namespace keys) to a `ros__parameters` mapping."""
-    if not isinstance(content, dict) or not content:
-        return False
-
-    def holds_parameters(node: Any) -> bool:
-        if not isinstance(node, dict) or not node:
-            return False
-        if "ros__parameters" in node:
-            return isinstance(node["ros__parameters"], dict)
-        return all(holds_parameters(v) for v in node.values())
-
-    return all(holds_parameters(v) for v in content.values())
 
 
 @dataclass
@@ -189,7 +130,7 @@ class _Deferred:
 
 
 @dataclass
-class _Frame:
+class Frame:
     """Where the visitor is: the file, its includer, the enclosing loops, the timer delay.
 
     When surveying: whether an `if`/`unless`/timer is around, and the argument names given by each
@@ -231,10 +172,10 @@ class _Declaration:
     given: tuple[tuple[str, ...], ...]
 
 
-Handler = Callable[["_Planner", Any, Location, _Frame], None]
+Handler = Callable[["Planner", Any, Location, Frame], None]
 
 
-class _Planner:
+class Planner:
     """Visits a launch file's actions, each with the handler of its tag (`HANDLERS`).
 
     Running (`survey` None): conditions are evaluated and the plan (processes, configurations,
@@ -272,7 +213,7 @@ class _Planner:
     def configurations(self) -> dict[str, str]:
         return self.scope.configurations
 
-    def context(self, frame: _Frame) -> SubstitutionContext:
+    def context(self, frame: Frame) -> SubstitutionContext:
         return SubstitutionContext(
             self.scope.configurations,
             self.scope.environ,
@@ -285,13 +226,13 @@ class _Planner:
             frame.loop_values,
         )
 
-    def sub(self, value: Any, location: Location, frame: _Frame) -> str:
+    def sub(self, value: Any, location: Location, frame: Frame) -> str:
         try:
             return evaluate(parse_template(_scalar_text(value)), self.context(frame))
         except LaunchError as err:
             raise LaunchFileError(location, str(err)) from None
 
-    def try_sub(self, value: Any, frame: _Frame) -> str | None:
+    def try_sub(self, value: Any, frame: Frame) -> str | None:
         """`value` substituted, or None where it cannot be (when surveying)."""
         try:
             template = parse_template(_scalar_text(value))
@@ -302,13 +243,13 @@ class _Planner:
         except LaunchError:
             return None
 
-    def split(self, value: Any, location: Location, frame: _Frame) -> list[str]:
+    def split(self, value: Any, location: Location, frame: Frame) -> list[str]:
         try:
             return split_command_line(_scalar_text(value), self.context(frame))
         except LaunchError as err:
             raise LaunchFileError(location, str(err)) from None
 
-    def typed_bool(self, value: Any, location: Location, frame: _Frame, attribute: str) -> bool:
+    def typed_bool(self, value: Any, location: Location, frame: Frame, attribute: str) -> bool:
         if isinstance(value, bool):
             return value
         try:
@@ -334,7 +275,7 @@ class _Planner:
         entities = self.load(path)
         self.include_stack.append(path)
         try:
-            self.run_entities(entities, _Frame(path, included_by))
+            self.run_entities(entities, Frame(path, included_by))
         finally:
             self.include_stack.pop()
 
@@ -344,9 +285,9 @@ class _Planner:
             timer = self.deferred.pop(0)
             if timer.cancel_on_shutdown and self.shutdown is not None and self.shutdown.delay <= timer.delay:
                 continue  # launch cancels pending timers on shutdown
-            self.run_entities(timer.children, _Frame(timer.path, timer.included_by, timer.delay))
+            self.run_entities(timer.children, Frame(timer.path, timer.included_by, timer.delay))
 
-    def run_entities(self, entities: MarkedList, frame: _Frame) -> None:
+    def run_entities(self, entities: MarkedList, frame: Frame) -> None:
         for index, item in enumerate(entities):
             tag, body, line = entity_of(item, entities, index, frame.path)
             location = Location(frame.path, line, tag)
@@ -363,12 +304,12 @@ class _Planner:
     def survey_file(self, path: Path) -> list[_Declaration]:
         """The `arg`s of `path` and of the includes the survey follows, in order; raises if `path` is unreadable."""
         self.surveyed.add(path)
-        self.run_entities(self.load(path), _Frame(path, None))
+        self.run_entities(self.load(path), Frame(path, None))
         return self.declarations
 
-    def surveyor(self, survey: _Survey) -> _Planner:
+    def surveyor(self, survey: _Survey) -> Planner:
         """A planner that surveys files with this one's package index, environment and loaded files."""
-        planner = _Planner(
+        planner = Planner(
             self.package_share,
             self.package_prefix,
             self.find_executable,
@@ -380,14 +321,14 @@ class _Planner:
         planner._files = self._files
         return planner
 
-    def condition_holds(self, body: MarkedMap, location: Location, frame: _Frame) -> bool:
+    def condition_holds(self, body: MarkedMap, location: Location, frame: Frame) -> bool:
         if "if" in body:
             return _condition(self.sub(body["if"], location, frame), location, "'if'")
         if "unless" in body:
             return not _condition(self.sub(body["unless"], location, frame), location, "'unless'")
         return True
 
-    def arg(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def arg(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         name = unescape(body["name"])
         default = body.get("default")
         choices = tuple(unescape(c["value"]) for c in body.get("choice", ())) or None
@@ -416,20 +357,20 @@ class _Planner:
                 location, f"argument {name!r} is {value!r}, not one of {', '.join(choices)}; pick one"
             )
 
-    def let(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def let(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         self.configurations[self.sub(body["name"], location, frame)] = self.sub(body["value"], location, frame)
 
-    def push_ros_namespace(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def push_ros_namespace(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         namespace = self.sub(body["namespace"], location, frame)
         combined = make_namespace_absolute(prefix_namespace(self.configurations.get(ROS_NAMESPACE), namespace))
-        self.configurations[ROS_NAMESPACE] = _validate_namespace(combined or "/", location)
+        self.configurations[ROS_NAMESPACE] = validate_namespace(combined or "/", location)
 
-    def set_env(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def set_env(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         name, value = self.sub(body["name"], location, frame), self.sub(body["value"], location, frame)
         self.scope.environ[name] = value
         self.scope.env_changes[name] = value
 
-    def append_env(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def append_env(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         name, value = self.sub(body["name"], location, frame), self.sub(body["value"], location, frame)
         prepend = self.typed_bool(body["prepend"], location, frame, "prepend") if "prepend" in body else False
         separator = self.sub(body["separator"], location, frame) if "separator" in body else os.pathsep
@@ -439,12 +380,12 @@ class _Planner:
         self.scope.environ[name] = value
         self.scope.env_changes[name] = value
 
-    def unset_env(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def unset_env(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         name = self.sub(body["name"], location, frame)
         self.scope.environ.pop(name, None)
         self.scope.env_changes[name] = None
 
-    def set_parameter(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def set_parameter(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         name = self.sub(body["name"], location, frame)
         try:
             value = global_parameter_value(self.sub(body["value"], location, frame))
@@ -454,21 +395,21 @@ class _Planner:
             self.scope.global_params = []
         self.scope.global_params.append(global_parameter_rule(name, value))
 
-    def set_remap(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def set_remap(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         rule = (self.sub(body["from"], location, frame), self.sub(body["to"], location, frame))
         if self.scope.global_remaps is None:
             self.scope.global_remaps = []
         self.scope.global_remaps.append(rule)
 
-    def log(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def log(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         self.messages.append(LogMessage(self.sub(body["message"], location, frame), location, frame.delay))
 
-    def shutdown_action(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def shutdown_action(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         reason = self.sub(body["reason"], location, frame) if body.get("reason") else "shutdown action"
         if self.shutdown is None or frame.delay < self.shutdown.delay:
             self.shutdown = ShutdownRequest(reason, location, frame.delay)
 
-    def timer(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def timer(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         if self.survey is not None:
             self.run_entities(body["children"], replace(frame, conditional=True))
             return
@@ -488,7 +429,7 @@ class _Planner:
             _Deferred(frame.delay + period, body["children"], frame.path, frame.included_by, len(self.deferred), cancel)
         )
 
-    def for_loop(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def for_loop(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         if self.survey is not None:
             self.survey_loop(body, frame)
             return
@@ -502,7 +443,7 @@ class _Planner:
             inner = replace(frame, loop_indices={**frame.loop_indices, name: index})
             self.run_entities(body["children"], inner)
 
-    def for_each(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def for_each(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         if self.survey is not None:
             self.survey_loop(body, frame)
             return
@@ -526,13 +467,13 @@ class _Planner:
             )
             self.run_entities(body["children"], inner)
 
-    def survey_loop(self, body: MarkedMap, frame: _Frame) -> None:
+    def survey_loop(self, body: MarkedMap, frame: Frame) -> None:
         """A loop's actions, once (launch's static search does not look into loops)."""
         assert self.survey is not None
         if self.survey.defaults:
             self.run_entities(body["children"], replace(frame, conditional=True))
 
-    def group(self, body: MarkedMap | MarkedList, location: Location, frame: _Frame) -> None:
+    def group(self, body: MarkedMap | MarkedList, location: Location, frame: Frame) -> None:
         children = body if isinstance(body, MarkedList) else body["children"]
         scoped = True if isinstance(body, MarkedList) else bool(body.get("scoped", True))
         saved = self.scope.copy()
@@ -542,7 +483,7 @@ class _Planner:
             if scoped:
                 self.scope = saved
 
-    def include(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def include(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         if self.survey is not None:
             self.survey_include(body, location, frame)
             return
@@ -568,7 +509,7 @@ class _Planner:
             self.configurations[name] = value
         self.run_file(target, location)
 
-    def survey_include(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
+    def survey_include(self, body: MarkedMap, location: Location, frame: Frame) -> None:
         """Follow an include whose path evaluates now (launch: `try_get_launch_description_without_context`).
 
         A file is surveyed once; one that cannot be read is skipped (the run reports it).
@@ -599,7 +540,7 @@ class _Planner:
             if value is not None:
                 self.configurations[name] = value
         self.surveyed.add(target)
-        inner = _Frame(target, location, conditional=frame.conditional, given=(*frame.given, tuple(given)))
+        inner = Frame(target, location, conditional=frame.conditional, given=(*frame.given, tuple(given)))
         self.run_entities(entities, inner)
 
     def check_required_arguments(self, target: Path, given: list[str], location: Location | None) -> None:
@@ -635,186 +576,11 @@ class _Planner:
                     "(ros2 launch does not take it from the command line)",
                 )
 
-    def process_common(self, body: MarkedMap, location: Location, frame: _Frame) -> dict[str, Any]:
-        common: dict[str, Any] = {}
-        env = {self.sub(e["name"], location, frame): self.sub(e["value"], location, frame) for e in body.get("env", ())}
-        changes = self.scope.env_changes
-        common["additional_env"] = {**{k: v for k, v in changes.items() if v is not None}, **env}
-        common["unset_env"] = tuple(sorted(k for k, v in changes.items() if v is None and k not in env))
-        if "cwd" in body:
-            common["cwd"] = Path(self.sub(body["cwd"], location, frame))
-        if "output" in body:
-            output = self.sub(body["output"], location, frame)
-            if output not in OUTPUTS:
-                raise LaunchFileError(location, f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
-            common["output"] = output
-        if "respawn" in body:
-            common["respawn"] = self.typed_bool(body["respawn"], location, frame, "respawn")
-        for attribute in ("respawn_delay", "sigterm_timeout", "sigkill_timeout"):
-            if attribute in body:
-                if body[attribute] < 0:
-                    raise LaunchFileError(location, f"{attribute} must be >= 0, got {body[attribute]}")
-                common[attribute] = body[attribute]
-        if "respawn_max_retries" in body:
-            common["respawn_max_retries"] = body["respawn_max_retries"]
-        if "on_exit" in body:
-            if body["on_exit"] != "shutdown":
-                raise LaunchFileError(location, f"on_exit supports only 'shutdown', got {body['on_exit']!r}")
-            common["required"] = True
-        if "emulate_tty" in body:
-            common["emulate_tty"] = body["emulate_tty"]
-        common["start_delay"] = frame.delay
-        return common
-
-    def label(self, base: str) -> str:
-        return f"{base}-{len(self.processes) + 1}"
-
-    def check_program(self, program: str, location: Location) -> None:
-        """A program given without a package must exist (launch would fail when starting it)."""
-        if "/" in program:
-            resolved = self.resolve_path(program)
-            if not (resolved.is_file() and os.access(resolved, os.X_OK)):
-                raise LaunchFileError(location, f"{resolved} is not an executable file; check the path")
-        elif shutil.which(program, path=self.scope.environ.get("PATH", os.defpath)) is None:
-            raise LaunchFileError(location, f"command {program!r} is not on PATH; install it or give its full path")
-
-    def prefix(self, body: MarkedMap, location: Location, frame: _Frame) -> list[str]:
-        if "launch-prefix" not in body:
-            return []
-        text = self.sub(body["launch-prefix"], location, frame)
-        try:
-            return shlex.split(text)
-        except ValueError as err:
-            raise LaunchFileError(location, f"launch-prefix {text!r}: {err}") from None
-
-    def executable(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
-        common = self.process_common(body, location, frame)
-        command = self.split(body["cmd"], location, frame)
-        if not command or not command[0]:
-            raise LaunchFileError(location, "cmd is empty; give the program to run")
-        self.check_program(command[0], location)
-        command = self.prefix(body, location, frame) + command
-        base = self.sub(body["name"], location, frame) if "name" in body else Path(command[0]).name
-        self.processes.append(
-            ProcessDescription(label=self.label(base), command=tuple(command), location=location, **common)
-        )
-
-    def node(self, body: MarkedMap, location: Location, frame: _Frame) -> None:
-        common = self.process_common(body, location, frame)
-        executable = self.sub(body["exec"], location, frame)
-        package = self.sub(body["pkg"], location, frame) if "pkg" in body else None
-        if package is not None:
-            try:
-                program = str(self.find_executable(package, executable))
-            except LaunchError as err:
-                raise LaunchFileError(location, str(err)) from None
-        else:
-            program = executable
-            self.check_program(program, location)
-        name = self.sub(body["name"], location, frame) if "name" in body else None
-        if name is not None and not _NAME_TOKEN.match(name):
-            raise LaunchFileError(
-                location, f"invalid node name {name!r}: use letters, digits and '_', not starting with a digit"
-            )
-        namespace_attr = self.sub(body["namespace"], location, frame) if "namespace" in body else None
-        namespace = make_namespace_absolute(prefix_namespace(self.configurations.get(ROS_NAMESPACE), namespace_attr))
-        if namespace is not None:
-            namespace = _validate_namespace(namespace, location)
-        arguments = self.split(body["args"], location, frame) if "args" in body else []
-        if "ros_args" in body:
-            arguments += ["--ros-args", *self.split(body["ros_args"], location, frame)]
-        remaps = [
-            (self.sub(r["from"], location, frame), self.sub(r["to"], location, frame)) for r in body.get("remap", ())
-        ]
-        details = NodeDetails(
-            package=package or "",
-            executable=executable,
-            name=name,
-            namespace=namespace,
-            parameters=self.parameters(body.get("param"), location, frame),
-            remappings=tuple([*(self.scope.global_remaps or []), *remaps]),
-            global_parameters=tuple(self.scope.global_params or []),
-        )
-        command = [*self.prefix(body, location, frame), program, *arguments]
-        base = self.sub(body["exec_name"], location, frame) if "exec_name" in body else Path(command[0]).name
-        self.processes.append(
-            ProcessDescription(
-                label=self.label(base), command=tuple(command), location=location, node=details, **common
-            )
-        )
-
-    def parameters(
-        self, entries: MarkedList | None, location: Location, frame: _Frame
-    ) -> tuple[InlineParameters | ParameterFile, ...]:
-        """One source per `param` entry, in order (launch_ros writes one params file per inline entry)."""
-        if not entries:
-            return ()
-        sources: list[InlineParameters | ParameterFile] = []
-        for index, entry in enumerate(entries):
-            entry_location = Location(frame.path, entries.item_lines[index], "node param")
-            if "from" in entry:
-                sources.append(self.parameter_file(entry, entry_location, frame))
-            else:
-                sources.append(
-                    InlineParameters(flatten_parameters(self.parameter_tree([entry], entry_location, frame)))
-                )
-        return tuple(sources)
-
-    def parameter_tree(self, entries: Sequence[MarkedMap], location: Location, frame: _Frame) -> ParameterTree:
-        tree: ParameterTree = {}
-        for entry in entries:
-            name = self.sub(entry["name"], location, frame)
-            if "param" in entry:
-                tree[name] = self.parameter_tree(entry["param"], location, frame)
-                continue
-
-            def evaluate_template(template: Template) -> str:
-                try:
-                    return evaluate(template, self.context(frame))
-                except LaunchError as err:
-                    raise LaunchFileError(location, str(err)) from None
-
-            try:
-                tree[name] = parameter_value(entry["value"], entry.get("type"), evaluate_template)
-            except ParameterTypeError as err:
-                raise LaunchFileError(location, f"param {name!r}: {err}") from None
-        return tree
-
-    def parameter_file(self, entry: MarkedMap, location: Location, frame: _Frame) -> ParameterFile:
-        file_path = self.resolve_path(self.sub(entry["from"], location, frame))
-        allow_substs = (
-            self.typed_bool(entry["allow_substs"], location, frame, "allow_substs")
-            if "allow_substs" in entry
-            else False
-        )
-        try:
-            text = file_path.read_text()
-        except FileNotFoundError:
-            raise LaunchFileError(
-                location, f"params file {file_path} does not exist; fix the path (try $(find-pkg-share PKG)/config/...)"
-            ) from None
-        except OSError as err:
-            raise LaunchFileError(location, f"params file {file_path} cannot be read: {err.strerror}") from None
-        substituted = self.sub(text, location, frame) if allow_substs else None
-        try:
-            content = yaml.safe_load(substituted if substituted is not None else text)
-        except yaml.YAMLError as err:
-            raise LaunchFileError(
-                location, f"params file {file_path} is not valid YAML: {' '.join(str(err).split())}"
-            ) from None
-        if not _is_params_file(content):
-            raise LaunchFileError(
-                location,
-                f"{file_path} is not a ROS 2 params file: put the parameters under "
-                "'/**: {ros__parameters: {...}}' or 'NODE_NAME: {ros__parameters: {...}}'",
-            )
-        return ParameterFile(file_path, substituted)
-
     HANDLERS: ClassVar[dict[str, Handler]] = {
         "arg": arg,
         "let": let,
-        "node": node,
-        "executable": executable,
+        "node": processes.node,
+        "executable": processes.executable,
         "include": include,
         "group": group,
         "push-ros-namespace": push_ros_namespace,
@@ -849,7 +615,7 @@ def plan_launch(
     The file is run like `ros2 launch FILE name:=value` runs it: as an include whose `arg` list is
     the command line.
     """
-    planner = _Planner(
+    planner = Planner(
         package_share,
         package_prefix,
         find_executable,
@@ -901,7 +667,7 @@ def declared_arguments(
     def no_executable(executable: str, package: str) -> Path:
         raise SubstitutionError(f"cannot look up {executable!r} of package {package!r} here")
 
-    planner = _Planner(
+    planner = Planner(
         package_share or no_package,
         package_prefix or no_package,
         no_executable,
