@@ -1,5 +1,10 @@
-"""`lerobot-ros demo` end to end at a tiny size: every stage through the real nodes, artifacts and report agree,
-and a second run resumes instead of starting over (the full-size demo is `make demo`, not a test)."""
+"""`lerobot-ros demo` end to end: every stage through the real nodes (record -> train -> eval -> report), artifacts
+and report agree, and a later run resumes instead of starting over (the full-size demo is `make demo`, not a test).
+
+The default run has the quick variant: one short demonstration, 4 training steps, a 1 s evaluation episode, then a
+resumed training run (the resume check that costs no sim stack). The tiny variant (two demonstrations, 20 steps, a
+4 s evaluation, every stage resumed: five demo runs, 2-8 min) is marked `demo_e2e` and runs with `make test-demo`
+(or pytest -m demo_e2e, or LEROBOT_ROS_DEMO_E2E=1)."""
 
 from __future__ import annotations
 
@@ -33,19 +38,14 @@ def _demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return run
 
 
-@pytest.mark.timeout(1200)  # five demo runs, each starting a sim stack (about 4 minutes on a quiet machine)
-def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str, str], tmp_path: Path) -> None:
-    pytest.importorskip("mujoco", reason="the SO-101 simulation needs mujoco (scripts/setup.sh installs it)")
-    work = tmp_path / "demo"
-    tiny = ["--workdir", str(work), "--episodes", "2", "--train-steps", "20", "--batch-size", "8"]
-    tiny += ["--eval-episodes", "1", "--eval-max-s", "4"]
-    first = _demo(sim_env, "all", *tiny)
-
+def _check_stages(work: Path, first: subprocess.CompletedProcess[str], episodes: int, steps: int) -> list[int]:
+    """What one `demo all` left in `work` (`episodes` demonstrations, `steps` steps, one evaluation episode);
+    returns the seeds recorded."""
     # Stage 1: a valid dataset with the expert's episodes, the block/goal state and the camera.
     dataset = work / "dataset"
     assert validate(dataset) == []
     reader = DatasetReader(dataset)
-    assert reader.num_episodes == 2
+    assert reader.num_episodes == episodes
     assert {"observation.state", "observation.environment_state", "action", "observation.images.front"} <= set(
         reader.features
     )
@@ -57,7 +57,7 @@ def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str,
 
     # Stage 2: a checkpoint at the asked step, with its log.
     checkpoint = work / "train/checkpoints/last/pretrained_model"
-    assert json.loads((checkpoint / "lerobot_ros.json").read_text())["step"] == 20
+    assert json.loads((checkpoint / "lerobot_ros.json").read_text())["step"] == steps
     config = json.loads((checkpoint / "config.json").read_text())
     assert config["input_features"].keys() == {"observation.state", "observation.environment_state"}
 
@@ -80,6 +80,37 @@ def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str,
     for name in ("training_loss.png", "success.png", "latency.png", "episode_000.gif"):
         assert f"({name})" in report and (work / "report" / name).stat().st_size > 0
     assert f"report    {work / 'report/report.md'}" in first.stdout
+    return seeds
+
+
+@pytest.mark.timeout(600)  # two demo runs, one sim stack each for record and eval (about 1 min on a quiet machine)
+def test_demo_quick_records_trains_deploys_and_reports_then_resumes_training(
+    sim_env: dict[str, str], tmp_path: Path
+) -> None:
+    pytest.importorskip("mujoco", reason="the SO-101 simulation needs mujoco (scripts/setup.sh installs it)")
+    work = tmp_path / "demo"
+    # One demonstration cut at 2 s (60 frames), 4 steps of 4, one 1 s evaluation episode (30 steps: GIF of 15).
+    quick = ["--workdir", str(work), "--episodes", "1", "--max-episode-s", "2", "--train-steps", "4"]
+    quick += ["--batch-size", "4", "--eval-episodes", "1", "--eval-max-s", "1"]
+    first = _demo(sim_env, "all", *quick)
+    _check_stages(work, first, episodes=1, steps=4)
+
+    # Resume: more steps continue the run from its last checkpoint instead of starting over.
+    longer = _demo(sim_env, "train", "--workdir", str(work), "--train-steps", "6", "--batch-size", "4").stdout
+    assert "resuming" in longer and "from step 4 to 6" in longer
+    assert json.loads((work / "train/checkpoints/last/pretrained_model/lerobot_ros.json").read_text())["step"] == 6
+
+
+@pytest.mark.demo_e2e
+@pytest.mark.timeout(1200)  # five demo runs, each starting a sim stack (about 2-4 minutes on a quiet machine)
+def test_demo_records_trains_deploys_and_reports_then_resumes(sim_env: dict[str, str], tmp_path: Path) -> None:
+    pytest.importorskip("mujoco", reason="the SO-101 simulation needs mujoco (scripts/setup.sh installs it)")
+    work = tmp_path / "demo"
+    tiny = ["--workdir", str(work), "--episodes", "2", "--train-steps", "20", "--batch-size", "8"]
+    tiny += ["--eval-episodes", "1", "--eval-max-s", "4"]
+    first = _demo(sim_env, "all", *tiny)
+    seeds = _check_stages(work, first, episodes=2, steps=20)
+    dataset = work / "dataset"
 
     # Resume: a second run finds every stage done; more steps or episodes add just the missing work.
     again = _demo(sim_env, "all", *tiny).stdout
