@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_ros.command import CommandError
-
-PR_SET_PDEATHSIG = 1
+from lerobot_ros.parent_death import parent_death_signal
 
 
 def installed_file(relative: str) -> Path:
@@ -25,20 +24,6 @@ def installed_file(relative: str) -> Path:
         return share.find(relative)
     except share.ShareFileNotFoundError as err:
         raise CommandError(str(err)) from None
-
-
-def _parent_death_signal() -> Callable[[], None]:
-    """A pre-exec hook for the launcher: SIGINT it when the demo process dies, even by SIGKILL (Linux prctl), so a
-    killed demo never leaves a simulation and a policy running. prctl is looked up here, before the fork, so the
-    child only makes one foreign call."""
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def hook() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGINT)
-
-    return hook
 
 
 class LaunchedStack:
@@ -55,7 +40,12 @@ class LaunchedStack:
         argv = [sys.executable, "-m", "lerobot_ros.cli", "launch", str(launch_file)]
         argv += [f"{key}:={value}" for key, value in arguments.items()]
         with log.open("ab") as out:
-            self.process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            # SIGINT when the demo process dies, even by SIGKILL: the launcher stops its nodes in order, so a killed
+            # demo never leaves a simulation and a policy running.
+            self.process = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=parent_death_signal(signal.SIGINT),  # noqa: PLW1509 - one prctl call in the child
+            )  # fmt: skip
         # This process joins the stack's graph: same domain and discovery range.
         for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID"):
             if key in env:
