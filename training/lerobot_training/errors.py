@@ -12,7 +12,9 @@ class TrainingError(Exception):
 
 
 class PolicyConfigError(TrainingError, ValueError):
-    """A policy configuration field has an invalid value, or two fields contradict each other."""
+    """A policy's configuration has an invalid value, or two values contradict each other: a field of a policy
+    config (checkpoint, training run) or a parameter of the policy node or the action executor, which raise this
+    same class (lerobot_policy_node.core.errors)."""
 
 
 class FeatureMismatchError(TrainingError, ValueError):

@@ -1,10 +1,25 @@
-"""Typed errors of the policy runtime. Every message says what is wrong and how to fix it."""
+"""Typed errors of the policy runtime. Every message says what is wrong and how to fix it.
+
+`PolicyConfigError` is training's (one class for a checkpoint's config field and a node parameter; the training
+package's errors module is pure Python and loads no torch), so `except PolicyConfigError` catches both.
+"""
 
 from __future__ import annotations
 
+from lerobot_training.errors import PolicyConfigError
+
+__all__ = [
+    "ChunkRejected",
+    "ObservationError",
+    "PolicyConfigError",
+    "PolicyLoadError",
+    "PolicyRuntimeError",
+    "RemotePolicyError",
+]
+
 
 class PolicyRuntimeError(Exception):
-    """Base class of every error raised by `lerobot_policy_node`."""
+    """Base class of the errors raised by `lerobot_policy_node` (PolicyConfigError, shared with training, aside)."""
 
 
 class ChunkRejected(PolicyRuntimeError, ValueError):
@@ -17,10 +32,6 @@ class ChunkRejected(PolicyRuntimeError, ValueError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-class PolicyConfigError(PolicyRuntimeError, ValueError):
-    """A parameter of the policy node or the executor is invalid, or two of them contradict each other."""
 
 
 class ObservationError(PolicyRuntimeError):
