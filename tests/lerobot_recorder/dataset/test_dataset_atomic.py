@@ -153,7 +153,7 @@ def test_commit_interrupted_between_renames_rolls_forward(
     root = tmp_path / "ds"
     with create(root) as writer:
         written = write_episodes(writer, [5, 6], ["a"])
-    import lerobot_recorder.dataset.writer as writer_mod
+    import lerobot_recorder.dataset.commit as commit_mod
 
     real_replace = os.replace
     calls = {"n": 0}
@@ -171,10 +171,10 @@ def test_commit_interrupted_between_renames_rolls_forward(
     writer.start_episode("b")
     for step in range(7):
         writer.add_frame(make_frame(writer.features, 2, step, 7))
-    monkeypatch.setattr(writer_mod.os, "replace", crashing_replace)
+    monkeypatch.setattr(commit_mod.os, "replace", crashing_replace)
     with pytest.raises(KeyboardInterrupt):
         writer.save_episode()
-    monkeypatch.setattr(writer_mod.os, "replace", real_replace)
+    monkeypatch.setattr(commit_mod.os, "replace", real_replace)
     with pytest.raises(EpisodeStateError, match="closed"):  # the writer stops; a new open() repairs
         writer.start_episode("c")
 

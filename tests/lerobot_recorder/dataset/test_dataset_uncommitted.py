@@ -9,9 +9,9 @@ import pytest
 from dataset_synthetic import camera_features, create, write_episodes
 
 from lerobot_recorder.dataset import DatasetError, DatasetExistsError, DatasetReader, DatasetWriter
+from lerobot_recorder.dataset.commit import uncommitted_dataset
 from lerobot_recorder.dataset.layout import STAGING_DIR
 from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.writer import uncommitted_dataset
 
 FEATURES = camera_features(video=False, image=False)
 

@@ -6,6 +6,7 @@ Pure Python (no rclpy); used by the recorder node, the bag converter and trainin
     from lerobot_recorder.dataset import merge_datasets, select_episodes, split_dataset  # collections
 """
 
+from lerobot_recorder.dataset.commit import recover
 from lerobot_recorder.dataset.errors import (
     DatasetError,
     DatasetExistsError,
@@ -20,7 +21,7 @@ from lerobot_recorder.dataset.errors import (
 from lerobot_recorder.dataset.features import FeatureSpec, feature_specs
 from lerobot_recorder.dataset.merge import MergeReport, merge_datasets, select_episodes, split_dataset
 from lerobot_recorder.dataset.reader import DatasetReader
-from lerobot_recorder.dataset.writer import DatasetWriter, recover
+from lerobot_recorder.dataset.writer import DatasetWriter
 
 __all__ = [
     "DatasetError",

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lerobot_recorder.dataset.commit import JOURNAL_NAME, pending_renames
 from lerobot_recorder.dataset.errors import DatasetError
 from lerobot_recorder.dataset.features import BOOKKEEPING_DTYPES, FeatureSpec
 from lerobot_recorder.dataset.layout import EPISODES_PATH, INFO_PATH, STAGING_DIR, STATS_PATH, TASKS_PATH, FileRef
@@ -56,8 +57,8 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     info = _check_info(root, report)
     if info is None:
         return report.problems
-    journal = root / STAGING_DIR / "commit-journal.json"
-    pending, total = _pending_renames(root, journal)
+    journal = root / STAGING_DIR / JOURNAL_NAME
+    pending, total = pending_renames(root)
     if not info["total_episodes"] and not episode_files(root) and not data_files(root) and pending:
         report.add(
             str(journal.relative_to(root)),
@@ -90,21 +91,6 @@ def validate(root: Path, *, check_videos: bool = True) -> list[Problem]:
     if check_videos:
         _check_videos(root, info, features, episodes, report)
     return report.problems
-
-
-def _pending_renames(root: Path, journal: Path) -> tuple[int, int]:
-    """(files still to move into place, files) of a decided commit; (0, 0) without a (readable) journal.
-
-    Only a half-applied commit (0 < pending < files) leaves files that disagree: before its first rename
-    they are still the previous commit's, after its last a leftover journal is harmless, and a torn
-    journal was never decided.
-    """
-    try:
-        plan = json.loads(journal.read_text())
-        renames = plan["renames"]
-        return sum(1 for src, _ in renames if (root / src).exists()), len(renames)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0, 0
 
 
 def _check_info(root: Path, report: _Report) -> dict[str, Any] | None:
