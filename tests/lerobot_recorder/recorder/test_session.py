@@ -1,0 +1,322 @@
+"""RecordingSession without ROS: raw CDR messages and a hand-driven clock in, a real dataset out."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
+from lerobot_recorder.dataset import DatasetReader
+from lerobot_recorder.recorder.errors import RecorderError, WorkflowError
+from lerobot_recorder.recorder.messages import build_typestore
+from lerobot_recorder.recorder.session import (
+    WAITING_FOR_CLOCK,
+    RecordingSession,
+    SamplingOptions,
+    SessionHooks,
+    SessionOptions,
+    header_topics,
+    open_dataset,
+)
+from lerobot_recorder.recorder.status import Level, StatusSnapshot
+from lerobot_recorder.recorder.workflow import State, WorkflowConfig
+
+FPS = 10
+CONTRACT = Contract.from_dict(
+    {
+        "robot_type": "test",
+        "fps": FPS,
+        "features": {
+            "observation.state": {
+                "topic": "/j",
+                "type": "sensor_msgs/msg/JointState",
+                "field": "position",
+                "joints": ["a", "b"],
+                "names": ["a.pos", "b.pos"],
+            },
+            "observation.images.cam": {
+                "topic": "/c",
+                "type": "sensor_msgs/msg/Image",
+                "shape": [8, 8, 3],
+                "dtype": "image",
+            },
+        },
+    }
+)
+TYPESTORE = build_typestore(["sensor_msgs/msg/JointState", "sensor_msgs/msg/Image"])
+
+
+def _header(stamp_ns: int) -> Any:
+    Header = TYPESTORE.types["std_msgs/msg/Header"]
+    Time = TYPESTORE.types["builtin_interfaces/msg/Time"]
+    sec, nanosec = divmod(stamp_ns, NS)
+    return Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id="")
+
+
+def joint_cdr(stamp_ns: int, position: tuple[float, float]) -> bytes:
+    JointState = TYPESTORE.types["sensor_msgs/msg/JointState"]
+    msg = JointState(
+        header=_header(stamp_ns),
+        name=["a", "b"],
+        position=np.array(position, np.float64),
+        velocity=np.zeros(0, np.float64),
+        effort=np.zeros(0, np.float64),
+    )
+    return bytes(TYPESTORE.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
+
+
+def image_cdr(stamp_ns: int, value: int) -> bytes:
+    Image = TYPESTORE.types["sensor_msgs/msg/Image"]
+    msg = Image(
+        header=_header(stamp_ns),
+        height=8,
+        width=8,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=24,
+        data=np.full(8 * 8 * 3, value, np.uint8),
+    )
+    return bytes(TYPESTORE.serialize_cdr(msg, "sensor_msgs/msg/Image"))
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def info(self, message: str, /) -> None:
+        self.lines.append(("info", message))
+
+    def warning(self, message: str, /) -> None:
+        self.lines.append(("warning", message))
+
+    def error(self, message: str, /) -> None:
+        self.lines.append(("error", message))
+
+    def text(self, level: str) -> str:
+        return "\n".join(m for lv, m in self.lines if lv == level)
+
+
+class Node:
+    """What the recorder node gives the session: a clock it moves by hand, a log, and what it published."""
+
+    def __init__(self, now_ns: int = 1_000 * NS) -> None:
+        self.now = now_ns
+        self.log = Log()
+        self.statuses: list[StatusSnapshot] = []
+        self.markers: list[tuple[StatusSnapshot, int]] = []
+        self.session: RecordingSession | None = None
+
+    def hooks(self) -> SessionHooks:
+        return SessionHooks(
+            now_ns=lambda: self.now,
+            log=self.log,
+            publish_status=self.publish_status,
+            publish_marker=lambda status, start: self.markers.append((status, start)),
+        )
+
+    def publish_status(self) -> None:
+        assert self.session is not None
+        self.statuses.append(self.session.take_status())
+
+
+def make_session(
+    tmp_path: Path, node: Node, *, episodes: int = 2, episode_s: float = 0.5, task: str = "pick", **options: Any
+) -> RecordingSession:
+    root = tmp_path / "ds"
+    session = RecordingSession(SessionOptions(root=root, **options), node.hooks(), task=task)
+    node.session = session
+    writer = open_dataset(root, CONTRACT, FPS, video=True, codec="h264-ultrafast", resume=False, repo_id="")
+    session.configure(
+        CONTRACT,
+        writer,
+        WorkflowConfig(episode_time_s=episode_s, reset_time_s=0.0, num_episodes=episodes),
+        SamplingOptions(fps=FPS),
+        TYPESTORE,
+        header_topics(CONTRACT, TYPESTORE),
+    )
+    return session
+
+
+def run(node: Node, session: RecordingSession, seconds: float, step_ns: int = NS // 50) -> None:
+    """Both topics publish at 50 Hz, stamped with the clock, and the sampling tick runs after each step."""
+    for _ in range(round(seconds * NS / step_ns)):
+        node.now += step_ns
+        session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)))
+        session.on_message("/c", image_cdr(node.now, 7))
+        session.tick()
+
+
+def wait_for(node: Node, session: RecordingSession, state: State, limit_s: float = 60.0) -> None:
+    """Keep the clock running until the workflow is in `state` (saves complete in the dataset thread)."""
+    done = threading.Event()
+    for _ in range(round(limit_s / 0.02)):
+        assert session.workflow is not None
+        if session.workflow.state is state:
+            return
+        run(node, session, 0.02)
+        done.wait(0.02)
+    raise AssertionError(f"still {session.workflow.state if session.workflow else None}, not {state}: {node.log.lines}")
+
+
+def test_a_session_records_its_episodes_into_the_dataset(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, shutdown_when_done=True)
+    assert session.topics == {"/j": "sensor_msgs/msg/JointState", "/c": "sensor_msgs/msg/Image"}
+    session.activate(start_session=True)
+    run(node, session, 0.1)  # every topic delivered: the session starts on a tick
+    assert session.workflow is not None and session.workflow.state is State.RECORDING
+    wait_for(node, session, State.STOPPED)
+    session.release()
+
+    assert session.num_saved == 2 and session.exit_code == 0
+    assert [status.state for status, _ in node.markers] == [State.RECORDING, State.RECORDING]
+    assert all(start > 1_000 * NS for _, start in node.markers)
+    with DatasetReader(tmp_path / "ds") as reader:
+        assert reader.num_episodes == 2
+        lengths = [int(e["length"]) for e in reader.episodes]
+        assert all(4 <= n <= 5 for n in lengths), lengths  # 0.5 s at 10 fps, the first frame after the start
+        frame = reader[0]
+        np.testing.assert_allclose(frame["observation.state"], [0.1, -0.2], rtol=1e-6)
+        assert reader.tasks == ["pick"]
+    assert "saved episode 1" in node.log.text("info")
+    last = session.status()
+    assert (last.state, last.num_episodes, last.episode_index) == (State.IDLE, 2, 2)  # released: no workflow
+
+
+def test_a_goal_episode_cancelled_is_discarded_and_its_outcome_says_so(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=30.0)
+    session.activate(start_session=False)
+    run(node, session, 0.1)
+    assert session.accept_goal(active=False) == "the recorder is not active"
+    assert session.accept_goal(active=True) is None
+    assert session.accept_goal(active=True) == "the recorder is idle"  # one goal at a time
+    session.start_goal("", 0.0)  # the session task, episode_time_s
+    assert session.status().task == "pick" and session.status().state is State.RECORDING
+    run(node, session, 0.3)
+    outcome, counts = session.goal_progress()
+    assert not outcome.get("done") and counts["frames"] > 0
+    session.cancel_goal()
+    for _ in range(3000):
+        outcome, _ = session.goal_progress()
+        if outcome.get("done"):
+            break
+        threading.Event().wait(0.01)
+    assert outcome["done"] and not outcome["saved"] and outcome["message"] == "discarded"
+    session.end_goal()
+    assert session.accept_goal(active=True) is None
+    session.end_goal()
+    session.release()
+    assert session.num_saved == 0
+
+
+def test_controls_answer_in_words_and_refuse_what_means_nothing(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=30.0)
+    assert session.trigger("next") == (False, "next: nothing to do while idle")
+    assert session.trigger("start session") == (True, "start session: now recording")
+    with pytest.raises(WorkflowError, match="cannot start a session while recording"):
+        session.trigger("start session")
+    run(node, session, 0.3)
+    assert session.trigger("re-record") == (True, "re-record: now resetting")  # then records it again
+    session.release()
+    with pytest.raises(WorkflowError, match="not configured"):
+        session.trigger("stop")
+
+
+def test_bad_messages_are_counted_and_named_and_the_episode_goes_on(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=30.0)
+    session.trigger("start session")
+    session.on_message("/j", b"\x00\x01\x00\x00garbage")
+    assert session.bad_messages == 1
+    assert session.status().message.startswith("/j: message ignored:")
+    assert "/j: message ignored" in node.log.text("warning")
+    run(node, session, 0.3)
+    report = session.diagnostics()
+    assert report.values["bad_messages"] == "1" and report.values["state"] == "recording"
+    assert int(report.values["frames"]) > 0 and "disk_free_mb" in report.values
+    assert report.level is Level.OK
+    session.release()
+
+
+def test_before_the_first_clock_message_nothing_is_taken_and_the_status_says_why(tmp_path: Path) -> None:
+    node = Node(now_ns=0)  # use_sim_time, no /clock yet
+    session = make_session(tmp_path, node)
+    assert session.status().message == WAITING_FOR_CLOCK
+    session.on_message("/j", joint_cdr(5 * NS, (0.0, 0.0)))
+    assert session.sampler is not None and session.sampler.silent == ["observation.state", "observation.images.cam"]
+    node.now = 10 * NS
+    session.tick()
+    assert session.status().message == ""
+    session.release()
+
+
+def test_the_task_is_validated_and_applies_to_the_next_episodes(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=30.0)
+    with pytest.raises(ValueError, match="control characters"):
+        session.set_task("bad\x07task")
+    session.trigger("start session")
+    session.set_task("place")
+    assert session.status().task == "pick"  # the episode being recorded keeps its task
+    assert session.workflow is not None and session.workflow.task == "place"
+    session.set_task("")  # allowed: changes nothing but what an unconfigured status shows
+    session.release()
+    assert session.status().task == ""
+
+
+def test_a_configure_error_is_the_status_until_configured(tmp_path: Path) -> None:
+    node = Node()
+    session = RecordingSession(SessionOptions(root=tmp_path / "ds"), node.hooks())
+    node.session = session
+    session.set_error("contract x.yaml: no such file")
+    assert node.statuses[-1].state is State.ERROR
+    assert node.statuses[-1].message == "contract x.yaml: no such file"
+    assert session.diagnostics().message == "contract x.yaml: no such file"
+
+
+def test_a_full_disk_seen_by_diagnostics_stops_the_recording(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=30.0, shutdown_when_done=True)
+    session.trigger("start session")
+    run(node, session, 0.2)
+    session.options = dataclasses.replace(session.options, min_free_mb=1e12)  # the disk filled up meanwhile
+    report = session.diagnostics()
+    assert report.level is Level.ERROR and report.state is State.ERROR
+    assert report.message.startswith("disk almost full:") and "saved episodes are intact" in report.message
+    assert session.workflow is not None and session.workflow.state is State.ERROR
+    assert session.exit_code == 1
+    session.release()
+
+
+def test_stamp_header_needs_headers_and_an_existing_root_needs_resume(tmp_path: Path) -> None:
+    strings = Contract.from_dict(
+        {
+            "robot_type": "t",
+            "fps": FPS,
+            "features": {
+                "observation.state": {
+                    "topic": "/s",
+                    "type": "std_msgs/msg/Float64MultiArray",
+                    "field": "data",
+                    "names": ["x", "y"],
+                }
+            },
+        }
+    )
+    with pytest.raises(RecorderError, match="carry no header; set `stamp: receive`"):
+        header_topics(strings, build_typestore(["std_msgs/msg/Float64MultiArray"]))
+    root = tmp_path / "ds"
+    root.mkdir()
+    (root / "notes.txt").write_text("somebody's data")
+    with pytest.raises(RecorderError, match="already exists; pass resume:=true"):
+        open_dataset(root, CONTRACT, FPS, video=True, codec="h264-ultrafast", resume=False, repo_id="")
+    with pytest.raises(RecorderError, match="holds no dataset"):
+        open_dataset(root, CONTRACT, FPS, video=True, codec="h264-ultrafast", resume=True, repo_id="")
