@@ -8,7 +8,7 @@
 * `Contracts`: the shipped SO-101 contract with structural and value mutations, through `Contract.load`;
 * `RecorderMessages`: an episode of JointState and Image messages as raw CDR with one or a few mutated values,
   stamps or bytes, through the live recorder's pure path (header stamp, deserialize, contract vector,
-  `LiveSampler`, `FrameDecoder`), as `nodes/recorder.py` feeds it;
+  `LiveSampler`, `FrameDecoder`), as `recorder/session.py` feeds it;
 * `ExecutorChunks`: a valid chunk, a mutated ActionChunk (stamp, period, names, horizon, data), then a valid
   chunk again, through `chunk_from_rows` and `ChunkExecutor`.
 
@@ -429,7 +429,7 @@ class RecorderMessages:
         from lerobot_recorder.recorder.errors import RecorderError
 
         self.clear_errors: tuple[type[BaseException], ...] = ()
-        # What nodes/recorder.py `_on_message` drops (counted, warned); anything else escapes its callback.
+        # What `RecordingSession.on_message` drops (counted, warned); anything else escapes its callback.
         self.ignored = (MessageMismatchError, RecorderError, SerdeError, ValueError, KeyError)
         self.last_extra: dict[str, int] | None = None
 
