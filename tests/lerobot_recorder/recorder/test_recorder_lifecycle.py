@@ -58,3 +58,27 @@ def test_configure_fails_on_bad_parameters(ros_domain: int, tmp_path: Path) -> N
     finally:
         node.destroy_node()
         context.shutdown()
+
+
+def test_a_configure_failing_after_the_dataset_opened_lets_go_of_it(ros_domain: int, tmp_path: Path) -> None:
+    """The subscriptions come last: a contract type with no Python module fails there, after the writer opened."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    from lerobot_recorder.dataset.commit import acquire_lock
+
+    contract = tmp_path / "tf.yaml"
+    contract.write_text(
+        "robot_type: t\nfps: 10\nstamp: receive\nfeatures:\n  observation.state:\n    topic: /tf_like\n"
+        "    type: tf2_msgs/msg/TFMessage\n    field: transforms\n    names: [x]\n"
+    )
+    root = tmp_path / "ds"
+    node, context = make_node(ros_domain, root, contract=str(contract), start_session=False)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert (root / "meta" / "info.json").is_file()  # it got as far as opening the dataset
+        acquire_lock(root).close()  # and no writer holds it any more
+        assert node._session.status().message.startswith("unknown message type 'tf2_msgs/msg/TFMessage'")
+    finally:
+        node.release()
+        node.destroy_node()
+        context.shutdown()

@@ -151,8 +151,13 @@ class Recorder(LifecycleNode):
             self,
             self._configure,
             expected=(ContractError, DatasetError, RecorderError, ValueError),
-            on_failure=self._session.set_error,
+            on_failure=self._configure_failed,
         )
+
+    def _configure_failed(self, reason: str) -> None:
+        """Release what configure made (a failure after the dataset opened must not keep its writer lock)."""
+        self.release()
+        self._session.set_error(reason)
 
     def _configure(self) -> None:
         config = self._params.config
