@@ -33,9 +33,6 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
-from rclpy.exceptions import ParameterUninitializedException
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -57,7 +54,10 @@ from lerobot_policy_node.core.executor import (
     StarvationMode,
 )
 from lerobot_policy_node.core.robot_limits import RobotLimits, limits_from_parameters, load_robot_limits
-from lerobot_policy_node.nodes.ros_params import check_choice, declare
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
+from lerobot_ros.node_kit.lifecycle import configure_transition
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
 
@@ -78,6 +78,56 @@ RUNTIME_PARAMETERS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class ExecutorParameters:
+    """The action executor's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    output: str = param("joint_trajectory", "what to publish", choices=OUTPUTS)
+    output_topic: str = param("", "topic of the output; empty = the output's usual name")
+    chunk_topic: str = param("/policy/action_chunk", "ActionChunk input")
+    joint_states_topic: str = param("joint_states", "measured positions (the first target)")
+    robot_config: str = param(
+        "",
+        "robot configuration (config/robots/*.yaml) giving joints, limits and max_velocity; empty = the "
+        "joint_names, joint_limits_lower/upper and max_velocity parameters, all required then",
+    )
+    joint_names: tuple[str, ...] | None = param(
+        None,
+        "joints driven, in output order (required without robot_config; with it, must match it)",
+        read_only=False,
+    )
+    joint_limits_lower: tuple[float, ...] | None = param(
+        None, "lower limits (rad); required without robot_config, narrows it otherwise", read_only=False
+    )
+    joint_limits_upper: tuple[float, ...] | None = param(
+        None, "upper limits (rad); required without robot_config, narrows it otherwise", read_only=False
+    )
+    rate: float = param(100.0, "tick rate of per-tick outputs and the watchdog (Hz)", low=1, high=1000)
+    blend: str = param("crossfade", "how a new chunk takes over", choices=tuple(m.value for m in BlendMode))
+    crossfade_time: float = param(0.1, "length of the linear cross-fade (s)", low=0.001, high=10.0, read_only=False)
+    ensemble_coeff: float = param(0.01, "ACT temporal ensembling coefficient", low=0.0, high=10.0, read_only=False)
+    max_velocity: float = param(
+        0.0,
+        "max target speed (rad/s); required without robot_config, the lower of both with it; 0 = unset",
+        low=0.0,
+        high=100.0,
+        read_only=False,
+    )
+    future_tolerance: float = param(0.05, "accept chunks stamped this far ahead (s)", low=0, high=10)
+    clock_jump: float = param(0.1, "a clock going back further is a reset (s)", low=0, high=60)
+    on_starvation: str = param("hold", "past the end of the plan", choices=tuple(m.value for m in StarvationMode))
+    deceleration_time: float = param(0.2, "stop time when decelerating (s)", low=0, high=10)
+    thread_priority: int = param(
+        0,
+        "SCHED_FIFO priority of the tick thread (1-99, needs CAP_SYS_NICE or an rtprio limit); 0 = normal",
+        low=0,
+        high=99,
+    )
+    start_enabled: bool = param(True, "accept chunks from the start (else wait for ~/enable)")
+    autostart: bool = param(True, "configure and activate at start-up")
+    diagnostics_period: float = param(1.0, "seconds between /diagnostics", low=0.05, high=60)
+
+
 def _duration(ns: int) -> Duration:
     return Duration(sec=int(ns // NS), nanosec=int(ns % NS))
 
@@ -87,8 +137,9 @@ class ExecutorNode(LifecycleNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("action_executor", **kwargs)
-        self._declare_parameters()
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.params = declare_parameters(
+            self, ExecutorParameters, check=self._check_change, applied=self._apply, defer_errors=True
+        )
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -106,7 +157,7 @@ class ExecutorNode(LifecycleNode):
         self._chunk_sub: Any = None
         self._state_sub: Any = None
         self._was_starved = False
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(self)
         self._guard = WorkerGuard.for_node(self, hardware_id="policy")
         self._enable_srv = self.create_service(SetBool, "~/enable", self._on_enable)
         self._diagnostics_timer = self.create_timer(
@@ -114,101 +165,35 @@ class ExecutorNode(LifecycleNode):
         )
 
     def _param(self, name: str) -> Any:
-        try:
-            return self.get_parameter(name).value
-        except ParameterUninitializedException:
-            return []  # the array parameters declared by type only
+        """A parameter's current value, from the table's config (the unset arrays read as [])."""
+        value = getattr(self.params.config, name)
+        return [] if value is None else value
 
-    def _declare_parameters(self) -> None:
-        declare(self, "output", "joint_trajectory", "what to publish", read_only=True, choices=OUTPUTS)
-        declare(self, "output_topic", "", "topic of the output; empty = the output's usual name", read_only=True)
-        declare(self, "chunk_topic", "/policy/action_chunk", "ActionChunk input", read_only=True)
-        declare(self, "joint_states_topic", "joint_states", "measured positions (the first target)", read_only=True)
-        declare(
-            self,
-            "robot_config",
-            "",
-            "robot configuration (config/robots/*.yaml) giving joints, limits and max_velocity; empty = the "
-            "joint_names, joint_limits_lower/upper and max_velocity parameters, all required then",
-            read_only=True,
-        )
-        declare(
-            self,
-            "joint_names",
-            Parameter.Type.STRING_ARRAY,
-            "joints driven, in output order (required without robot_config; with it, must match it)",
-        )
-        declare(
-            self,
-            "joint_limits_lower",
-            Parameter.Type.DOUBLE_ARRAY,
-            "lower limits (rad); required without robot_config, narrows it otherwise",
-        )
-        declare(
-            self,
-            "joint_limits_upper",
-            Parameter.Type.DOUBLE_ARRAY,
-            "upper limits (rad); required without robot_config, narrows it otherwise",
-        )
-        declare(
-            self, "rate", 100.0, "tick rate of per-tick outputs and the watchdog (Hz)", read_only=True, low=1, high=1000
-        )
-        declare(self, "blend", "crossfade", "how a new chunk takes over", read_only=True, choices=tuple(BlendMode))
-        declare(self, "crossfade_time", 0.1, "length of the linear cross-fade (s)", low=0.001, high=10.0)
-        declare(self, "ensemble_coeff", 0.01, "ACT temporal ensembling coefficient", low=0.0, high=10.0)
-        declare(
-            self,
-            "max_velocity",
-            0.0,
-            "max target speed (rad/s); required without robot_config, the lower of both with it; 0 = unset",
-            low=0.0,
-            high=100.0,
-        )
-        declare(
-            self, "future_tolerance", 0.05, "accept chunks stamped this far ahead (s)", read_only=True, low=0, high=10
-        )
-        declare(self, "clock_jump", 0.1, "a clock going back further is a reset (s)", read_only=True, low=0, high=60)
-        declare(
-            self, "on_starvation", "hold", "past the end of the plan", read_only=True, choices=tuple(StarvationMode)
-        )
-        declare(self, "deceleration_time", 0.2, "stop time when decelerating (s)", read_only=True, low=0, high=10)
-        declare(
-            self,
-            "thread_priority",
-            0,
-            "SCHED_FIFO priority of the tick thread (1-99, needs CAP_SYS_NICE or an rtprio limit); 0 = normal",
-            read_only=True,
-            low=0,
-            high=99,
-        )
-        declare(self, "start_enabled", True, "accept chunks from the start (else wait for ~/enable)", read_only=True)
-        declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
-        declare(self, "diagnostics_period", 1.0, "seconds between /diagnostics", read_only=True, low=0.05, high=60)
-
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_change(self, old: ExecutorParameters, new: ExecutorParameters, changed: frozenset[str]) -> str | None:
         """Joints and limits only while unconfigured; blending and max velocity apply to the running executor."""
-        changes: dict[str, float] = {}
-        for param in params:
-            if param.name in ("joint_names", "joint_limits_lower", "joint_limits_upper") and self._executor is not None:
-                return SetParametersResult(successful=False, reason=f"{param.name} can only change while unconfigured")
-            if param.name == "max_velocity" and self._limits is not None:
-                value = float(param.value)
-                if not 0 < value <= self._limits.max_velocity:
-                    return SetParametersResult(
-                        successful=False,
-                        reason=f"max_velocity must be > 0 and <= {self._limits.max_velocity} rad/s "
-                        f"({self._limits.source})",
-                    )
-            if param.name in RUNTIME_PARAMETERS:
-                changes[RUNTIME_PARAMETERS[param.name]] = float(param.value)
-        if changes and self._executor is not None:
+        for name in ("joint_names", "joint_limits_lower", "joint_limits_upper"):
+            if name in changed and self._executor is not None:
+                return f"{name} can only change while unconfigured"
+        limits = self._limits
+        if "max_velocity" in changed and limits is not None and not 0 < new.max_velocity <= limits.max_velocity:
+            return f"max_velocity must be > 0 and <= {limits.max_velocity} rad/s ({limits.source})"
+        if changed & RUNTIME_PARAMETERS.keys() and self._executor is not None:
             try:
-                config = dataclasses.replace(self._executor.config, **changes)
+                self._executor_config_of(new)
             except PolicyConfigError as err:
-                return SetParametersResult(successful=False, reason=str(err))
+                return str(err)
+        return None
+
+    def _apply(self, config: ExecutorParameters, changed: frozenset[str]) -> None:
+        if changed & RUNTIME_PARAMETERS.keys() and self._executor is not None:
+            executor_config = self._executor_config_of(config)
             with self._lock:
-                self._executor.config = config
-        return SetParametersResult(successful=True)
+                self._executor.config = executor_config
+
+    def _executor_config_of(self, config: ExecutorParameters) -> ExecutorConfig:
+        assert self._executor is not None
+        changes = {field: float(getattr(config, name)) for name, field in RUNTIME_PARAMETERS.items()}
+        return dataclasses.replace(self._executor.config, **changes)
 
     def _robot_limits(self) -> RobotLimits:
         """Joints, limits and max velocity: from `robot_config`, narrowed by explicit parameters, or all explicit."""
@@ -248,23 +233,11 @@ class ExecutorNode(LifecycleNode):
         )
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        output = str(self._param("output"))
-        for name, value, choices in (
-            ("output", output, OUTPUTS),
-            ("blend", str(self._param("blend")), tuple(m.value for m in BlendMode)),
-            ("on_starvation", str(self._param("on_starvation")), tuple(m.value for m in StarvationMode)),
-        ):
-            if (reason := check_choice(name, value, choices)) is not None:
-                self.get_logger().error(reason)
-                return TransitionCallbackReturn.FAILURE
-        self._output = output
-        try:
-            limits = self._robot_limits()
-            self._executor = ChunkExecutor(self._config(limits))
-        except PolicyConfigError as err:
-            self.get_logger().error(f"cannot configure: {err}")
-            return TransitionCallbackReturn.FAILURE
-        self._limits, self._joint_names = limits, limits.joint_names
+        result = configure_transition(self, self._make_executor, expected=(PolicyConfigError,))
+        if result != TransitionCallbackReturn.SUCCESS:
+            return result
+        output, limits = self._output, self._limits
+        assert limits is not None
         if float(self._param("max_velocity")) != limits.max_velocity:
             self.set_parameters([Parameter("max_velocity", Parameter.Type.DOUBLE, limits.max_velocity)])
         self._guard.clear()
@@ -282,6 +255,13 @@ class ExecutorNode(LifecycleNode):
             f"max_velocity {limits.max_velocity} rad/s, limits from {limits.source}"
         )
         return TransitionCallbackReturn.SUCCESS
+
+    def _make_executor(self) -> None:
+        output = self.params.require().output
+        limits = self._robot_limits()
+        self._executor = ChunkExecutor(self._config(limits))
+        self._output = output
+        self._limits, self._joint_names = limits, limits.joint_names
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         with self._lock:
@@ -520,22 +500,19 @@ class ExecutorNode(LifecycleNode):
                 values.update({f"rejected_{reason}": str(n) for reason, n in value.items()})
             elif key not in ("starvation_ns", "starvation_s"):  # starvation_s above includes the ongoing one
                 values[key] = f"{value:.6g}" if isinstance(value, float) else str(value)
-        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: action executor", hardware_id="policy")
         if executor is None:
-            status.level, status.message = DiagnosticStatus.OK, "unconfigured"
+            level, message = Level.OK, "unconfigured"
         elif executor.stats.chunks_accepted == 0 and executor.output is None:
-            status.level, status.message = DiagnosticStatus.OK, "waiting for the first chunk"
+            level, message = Level.OK, "waiting for the first chunk"
         elif starved:
-            status.level, status.message = DiagnosticStatus.WARN, "starved: holding"
+            level, message = Level.WARN, "starved: holding"
         elif not enabled:
-            status.level, status.message = DiagnosticStatus.OK, "stopped (software stop)"
+            level, message = Level.OK, "stopped (software stop)"
         else:
-            status.level, status.message = DiagnosticStatus.OK, "executing"
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        self._guard.annotate(status)
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self._diagnostics_pub.publish(msg)
+            level, message = Level.OK, "executing"
+        name = f"{self.get_fully_qualified_name()}: action executor"
+        status = diagnostic_status(name, level, message, values, hardware_id="policy")
+        self._diagnostics.publish(self._guard.annotate(status))
 
 
 def main(args: list[str] | None = None) -> int:

@@ -42,8 +42,7 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -60,9 +59,12 @@ from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkP
 from lerobot_policy_node.core.resolve import resolve_policy
 from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
-from lerobot_policy_node.nodes.ros_params import declare
 from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, diagnostic_status
+from lerobot_ros.node_kit.lifecycle import configure_transition
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
 
@@ -73,6 +75,64 @@ SCHEDULER_PARAMETERS = {
     "max_observation_age": "max_observation_age_s",
     "future_tolerance": "future_tolerance_s",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyNodeParameters:
+    """The policy node's parameters (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    checkpoint: str = param("", "checkpoint directory, Hub repo id, or scripted[:options]")
+    contract: str = param("", "contract YAML; empty = the checkpoint's contract.yaml")
+    device: str = param("cpu", "torch device of the policy (cpu, cuda, cuda:1, mps)")
+    task: str = param("", "task text given to the policy with every observation (also ~/task)", read_only=False)
+    chunk_topic: str = param("/policy/action_chunk", "ActionChunk output")
+    threshold: float = param(
+        0.5, "start inference at the latest when this fraction of the chunk is left", low=0, high=1, read_only=False
+    )
+    margin: float = param(0.03, "slack added to the expected inference time (s)", low=0.0, high=10.0, read_only=False)
+    max_observation_age: float = param(
+        0.2, "observations older than this are not used (s)", low=0.001, high=60, read_only=False
+    )
+    future_tolerance: float = param(
+        0.05, "stamps this far ahead of the clock are accepted (s)", low=0, high=10, read_only=False
+    )
+    max_clock_offset: float = param(
+        1.0,
+        "largest offset between this host's clock and the observations' stamps that is compensated (s)",
+        low=0.0,
+        high=3600.0,
+    )
+    observation_latency: float = param(0.01, "wait this long for late samples of a frame (s)", low=0, high=1)
+    inference_workers: int = param(1, "inferences that may overlap", low=1, high=16)
+    warmup: bool = param(True, "run (and time) one unpublished inference before publishing")
+    autostart: bool = param(True, "configure and activate at start-up")
+    blend: str = param(
+        BlendMode.CROSSFADE.value,
+        "the executor's blend; rtc makes each chunk continue the previous one (real-time chunking)",
+        choices=tuple(m.value for m in BlendMode),
+    )
+    rtc_inference_delay: int = param(
+        -1,
+        "RTC: steps frozen to the previous chunk (d); -1 = measured (observation age + expected inference time)",
+        low=-1,
+        high=10000,
+    )
+    rtc_execution_horizon: int = param(
+        0,
+        "RTC: execution horizon s (steps): the guided overlap ends at horizon - s; 0 = all the last chunk has left",
+        low=0,
+        high=10000,
+    )
+    rtc_max_guidance_weight: float = param(5.0, "RTC: guidance weight cap (beta)", low=0.001, high=1000.0)
+    rtc_start_noise_level: float = param(
+        1.0,
+        "RTC: 1 = sample from pure noise (the paper); below 1 = from the previous chunk noised to this level",
+        low=0.01,
+        high=1.0,
+    )
+    remote_timeout: float = param(5.0, "per-call timeout of a grpc:// policy server (s)", low=0.01, high=600.0)
+
+
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 STATUS_QOS = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
 # Reliable and volatile: matches reliable publishers, latched or not.
@@ -144,8 +204,9 @@ class PolicyNode(LifecycleNode):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("policy", **kwargs)
-        self._declare_parameters()
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.params = declare_parameters(
+            self, PolicyNodeParameters, check=self._check_change, applied=self._apply, defer_errors=True
+        )
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._new_message = threading.Event()
@@ -171,7 +232,7 @@ class PolicyNode(LifecycleNode):
         self._rtc_last: tuple[int, np.ndarray] | None = None  # (observation stamp, actions) of the last chunk published
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(self)
         # Dispatcher, inference workers and the status timer: an unexpected exception in any of them is an error
         # state (ERROR status and diagnostics, lifecycle error transition), never a silently dead thread.
         self._guard = WorkerGuard.for_node(self, hardware_id="policy")
@@ -194,123 +255,38 @@ class PolicyNode(LifecycleNode):
         if not result.successful:
             self.get_logger().error(f"task on ~/task refused: {result.reason}")
 
-    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+    def _check_change(
+        self, old: PolicyNodeParameters, new: PolicyNodeParameters, changed: frozenset[str]
+    ) -> str | None:
         """Scheduling, freshness and task parameters apply to the running node; the others are read-only."""
-        for param in params:
-            if param.name == "task":
-                text = str(param.value)
-                bad = sorted({f"U+{ord(c):04X}" for c in text if (ord(c) < 32 and c != "\t") or ord(c) == 127})
-                if bad:
-                    return SetParametersResult(
-                        successful=False,
-                        reason=f"task contains control characters ({', '.join(bad)}); use printable text on one line",
-                    )
-                self._task = text
-                self.get_logger().info(f"task: {text!r}")
-        changes = {SCHEDULER_PARAMETERS[p.name]: float(p.value) for p in params if p.name in SCHEDULER_PARAMETERS}
-        if changes and self._scheduler is not None:
+        if "task" in changed:
+            bad = sorted({f"U+{ord(c):04X}" for c in new.task if (ord(c) < 32 and c != "\t") or ord(c) == 127})
+            if bad:
+                return f"task contains control characters ({', '.join(bad)}); use printable text on one line"
+        if self._scheduler is not None and changed & SCHEDULER_PARAMETERS.keys():
             try:
-                config = dataclasses.replace(self._scheduler.config, **changes)
+                self._scheduler_config_of(new)
             except PolicyConfigError as err:
-                return SetParametersResult(successful=False, reason=str(err))
+                return str(err)
+        return None
+
+    def _apply(self, config: PolicyNodeParameters, changed: frozenset[str]) -> None:
+        if "task" in changed:
+            self._task = config.task
+            self.get_logger().info(f"task: {config.task!r}")
+        if changed & SCHEDULER_PARAMETERS.keys() and self._scheduler is not None:
+            scheduler_config = self._scheduler_config_of(config)
             with self._lock:
-                self._scheduler.config = config
-        return SetParametersResult(successful=True)
+                self._scheduler.config = scheduler_config
+
+    def _scheduler_config_of(self, config: PolicyNodeParameters) -> SchedulerConfig:
+        assert self._scheduler is not None
+        changes = {field: float(getattr(config, name)) for name, field in SCHEDULER_PARAMETERS.items()}
+        return dataclasses.replace(self._scheduler.config, **changes)
 
     def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
-
-    def _declare_parameters(self) -> None:
-        declare(self, "checkpoint", "", "checkpoint directory, Hub repo id, or scripted[:options]", read_only=True)
-        declare(self, "contract", "", "contract YAML; empty = the checkpoint's contract.yaml", read_only=True)
-        declare(self, "device", "cpu", "torch device of the policy (cpu, cuda, cuda:1, mps)", read_only=True)
-        declare(self, "task", "", "task text given to the policy with every observation (also ~/task)")
-        declare(self, "chunk_topic", "/policy/action_chunk", "ActionChunk output", read_only=True)
-        declare(
-            self,
-            "threshold",
-            0.5,
-            "start inference at the latest when this fraction of the chunk is left",
-            low=0,
-            high=1,
-        )
-        declare(self, "margin", 0.03, "slack added to the expected inference time (s)", low=0.0, high=10.0)
-        declare(self, "max_observation_age", 0.2, "observations older than this are not used (s)", low=0.001, high=60)
-        declare(self, "future_tolerance", 0.05, "stamps this far ahead of the clock are accepted (s)", low=0, high=10)
-        declare(
-            self,
-            "max_clock_offset",
-            1.0,
-            "largest offset between this host's clock and the observations' stamps that is compensated (s)",
-            read_only=True,
-            low=0.0,
-            high=3600.0,
-        )
-        declare(
-            self,
-            "observation_latency",
-            0.01,
-            "wait this long for late samples of a frame (s)",
-            read_only=True,
-            low=0,
-            high=1,
-        )
-        declare(self, "inference_workers", 1, "inferences that may overlap", read_only=True, low=1, high=16)
-        declare(self, "warmup", True, "run (and time) one unpublished inference before publishing", read_only=True)
-        declare(self, "autostart", True, "configure and activate at start-up", read_only=True)
-        declare(
-            self,
-            "blend",
-            BlendMode.CROSSFADE.value,
-            "the executor's blend; rtc makes each chunk continue the previous one (real-time chunking)",
-            read_only=True,
-            choices=tuple(m.value for m in BlendMode),
-        )
-        declare(
-            self,
-            "rtc_inference_delay",
-            -1,
-            "RTC: steps frozen to the previous chunk (d); -1 = measured (observation age + expected inference time)",
-            read_only=True,
-            low=-1,
-            high=10000,
-        )
-        declare(
-            self,
-            "rtc_execution_horizon",
-            0,
-            "RTC: execution horizon s (steps): the guided overlap ends at horizon - s; 0 = all the last chunk has left",
-            read_only=True,
-            low=0,
-            high=10000,
-        )
-        declare(
-            self,
-            "rtc_max_guidance_weight",
-            5.0,
-            "RTC: guidance weight cap (beta)",
-            read_only=True,
-            low=0.001,
-            high=1000.0,
-        )
-        declare(
-            self,
-            "rtc_start_noise_level",
-            1.0,
-            "RTC: 1 = sample from pure noise (the paper); below 1 = from the previous chunk noised to this level",
-            read_only=True,
-            low=0.01,
-            high=1.0,
-        )
-        declare(
-            self,
-            "remote_timeout",
-            5.0,
-            "per-call timeout of a grpc:// policy server (s)",
-            read_only=True,
-            low=0.01,
-            high=600.0,
-        )
+        """A parameter's current value, from the table's config."""
+        return getattr(self.params.config, name)
 
     def _scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
@@ -322,17 +298,15 @@ class PolicyNode(LifecycleNode):
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._guard.clear()
-        try:
-            self._configure()
-        except (PolicyLoadError, PolicyConfigError, ObservationError, ContractError) as err:
-            return self._fail(str(err))
-        self._set_state("inactive", "")
-        return TransitionCallbackReturn.SUCCESS
-
-    def _fail(self, message: str) -> TransitionCallbackReturn:
-        self.get_logger().error(message)
-        self._set_state("error", message)
-        return TransitionCallbackReturn.FAILURE
+        result = configure_transition(
+            self,
+            lambda: (self.params.require(), self._configure()),
+            expected=(PolicyLoadError, PolicyConfigError, ObservationError, ContractError),
+            on_failure=lambda reason: self._set_state("error", reason),
+        )
+        if result == TransitionCallbackReturn.SUCCESS:
+            self._set_state("inactive", "")
+        return result
 
     def _configure(self) -> None:
         spec = str(self._param("checkpoint"))
@@ -680,16 +654,11 @@ class PolicyNode(LifecycleNode):
             "task": status.task,
             "last_chunk_task": status.last_chunk_task,
         }
-        entry = DiagnosticStatus(
-            level=level,
-            name=f"{self.get_fully_qualified_name()}: policy",
-            message=status.message or status.state,
-            hardware_id="policy",
-            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        name = f"{self.get_fully_qualified_name()}: policy"
+        self._diagnostics.publish(
+            diagnostic_status(name, level, status.message or status.state, values, hardware_id="policy"),
+            stamp=status.header.stamp,
         )
-        array = DiagnosticArray(status=[entry])
-        array.header.stamp = status.header.stamp
-        self._diagnostics_pub.publish(array)
 
 
 def main(args: list[str] | None = None) -> int:
