@@ -111,3 +111,18 @@ def test_bad_console_script_line_is_named(tmp_path: Path, capsys: pytest.Capture
     assert ament_prefix.main([str(tmp_path / "prefix"), sys.executable, str(src)]) == 1
     err = capsys.readouterr().err
     assert "setup.cfg" in err and "no_colon_here" in err
+
+
+def test_executables_only_leaves_an_installed_share_as_it_is(tmp_path: Path) -> None:
+    """A non-editable install already put share/<pkg> (real files) into the prefix: only lib/<pkg> is written."""
+    src = make_package(tmp_path / "src", "pkg_c", {"tool": "json.tool:main"})
+    prefix = tmp_path / "prefix"
+    installed = prefix / "share" / "pkg_c"
+    (installed / "launch").mkdir(parents=True)
+    (installed / "package.xml").write_text("installed")
+    assert ament_prefix.main(["--executables-only", str(prefix), sys.executable, str(src)]) == 0
+    assert (prefix / "lib" / "pkg_c" / "tool").is_file()
+    assert not (installed / "package.xml").is_symlink() and (installed / "package.xml").read_text() == "installed"
+    assert not (installed / "launch").is_symlink()
+    # Without the flag the same prefix is refused (a real file where a link would go), as before.
+    assert ament_prefix.main([str(prefix), sys.executable, str(src)]) == 1
