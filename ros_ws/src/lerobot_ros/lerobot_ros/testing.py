@@ -397,6 +397,15 @@ def ros_env(ros_domain: int) -> dict[str, str]:
 
 
 @pytest.fixture
+def sim_env(ros_env: dict[str, str]) -> dict[str, str]:
+    """Environment for simulation subprocesses (sim bridge, expert, demo): the test's ROS domain, headless EGL."""
+    env = dict(ros_env)
+    env["MUJOCO_GL"] = "egl"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture
 def processes(ros_env: dict[str, str], tmp_path: Path) -> Iterator[ProcessGroup]:
     group = ProcessGroup(ros_env, tmp_path / "process_logs")
     try:
