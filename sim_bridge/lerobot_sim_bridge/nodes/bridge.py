@@ -20,9 +20,7 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Pose, PoseArray
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
@@ -34,6 +32,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
 from lerobot_msgs.srv import ResetEnv
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 from lerobot_ros.worker_guard import WorkerGuard
 from lerobot_sim_bridge import topics
@@ -80,20 +81,45 @@ def _time_msg(seconds: float) -> TimeMsg:
     return TimeMsg(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
 
 
+@dataclass(frozen=True)
+class SimBridgeParameters:
+    """The sim bridge's parameters, all read-only (README table: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    env_id: str = param("so101_pick_place", "environment id (so101_pick_place, pusht, plugins)")
+    fps: float = param(30.0, "control and publish rate (Hz)", low=1.0, high=1000.0)
+    substeps: int = param(16, "physics steps per control step", low=1, high=1000)
+    cameras: str = param("front:320x240", "comma-separated cameras as name[:WIDTHxHEIGHT]; empty for none")
+    mode: str = param("realtime", "realtime | lockstep | fast")
+    stamp_clock: str = param("auto", "auto (wall in realtime, sim otherwise) | sim | wall")
+    seed: int = param(-1, "seed of the first episode (later resets without a seed count up); -1 = random")
+    lockstep_timeout: float = param(
+        0.0,
+        "lockstep: wall seconds to wait for a command before stepping anyway; 0 = wait forever",
+        low=0.0,
+        high=3600.0,
+    )
+    command_timeout: float = param(
+        0.5, "simulated seconds after which a streamed command is stale (hold)", low=0.01, high=3600.0
+    )
+    max_episode_steps: int = param(900, "steps after which an episode ends as time_limit; 0 = never", low=0, high=10**9)
+    auto_reset: bool = param(False, "start the next episode (next seed) as soon as one ends")
+    diagnostics_period: float = param(1.0, "wall seconds between /diagnostics reports")
+
+
 class SimBridge(Node):
     """See the module docstring. Raises `SimBridgeError` from the constructor on bad configuration."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("sim_bridge", **kwargs)
-        self._declare_parameters()
-        env_id = str(self._param("env_id"))
-        cameras = tuple(CameraConfig.parse(text) for text in str(self._param("cameras")).split(",") if text.strip())
-        self._mode = PacingMode.parse(str(self._param("mode")))
-        stamp_clock = str(self._param("stamp_clock"))
+        self.params = declare_parameters(self, SimBridgeParameters)
+        env_id = str(self.params.config.env_id)
+        cameras = tuple(CameraConfig.parse(text) for text in str(self.params.config.cameras).split(",") if text.strip())
+        self._mode = PacingMode.parse(str(self.params.config.mode))
+        stamp_clock = str(self.params.config.stamp_clock)
         if stamp_clock not in ("auto", "sim", "wall"):
             raise InvalidConfigError(f"stamp_clock {stamp_clock!r} must be auto, sim or wall")
         self._sim_stamps = stamp_clock == "sim" or (stamp_clock == "auto" and self._mode is not PacingMode.REALTIME)
-        config = SimConfig(fps=float(self._param("fps")), substeps=int(self._param("substeps")), cameras=cameras)
+        config = SimConfig(fps=self.params.config.fps, substeps=self.params.config.substeps, cameras=cameras)
         self._adapter: SimAdapter = make_adapter(env_id, config)
         try:
             limits = self._adapter.joint_limits
@@ -102,7 +128,7 @@ class SimBridge(Node):
                     joint_names=self._adapter.joint_names,
                     lower=tuple(float(x) for x in limits[:, 0]),
                     upper=tuple(float(x) for x in limits[:, 1]),
-                    command_timeout=float(self._param("command_timeout")),
+                    command_timeout=float(self.params.config.command_timeout),
                 )
             )
         except ValueError as exc:
@@ -110,16 +136,16 @@ class SimBridge(Node):
             raise InvalidConfigError(str(exc)) from None
         self._env_id = env_id
         self._dt = self._adapter.control_dt
-        self._max_episode_steps = int(self._param("max_episode_steps"))
-        self._auto_reset = bool(self._param("auto_reset"))
-        seed = int(self._param("seed"))
+        self._max_episode_steps = int(self.params.config.max_episode_steps)
+        self._auto_reset = bool(self.params.config.auto_reset)
+        seed = int(self.params.config.seed)
         self._next_seed = seed if seed >= 0 else int(np.random.SeedSequence().entropy % (2**31))
 
         self._lock = threading.Lock()
         self._wake = threading.Condition()
         self._stop = threading.Event()
         self._pacer = RealTimePacer(self._dt)
-        self._gate = LockstepGate(float(self._param("lockstep_timeout")))
+        self._gate = LockstepGate(float(self.params.config.lockstep_timeout))
         self._rtf = RealTimeFactorMeter()
         self._sim_time = 0.0
         self._episode_index = -1
@@ -137,7 +163,7 @@ class SimBridge(Node):
         self._success_pub = self.create_publisher(Bool, topics.SIM_SUCCESS, STATE_QOS)
         self._episode_end_pub = self.create_publisher(String, topics.SIM_EPISODE_END, EVENT_QOS)
         self._poses_pub = self.create_publisher(PoseArray, topics.SIM_OBJECT_POSES, STATE_QOS)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, topics.DIAGNOSTICS, 10)
+        self._diagnostics = DiagnosticsPublisher(self, topics.DIAGNOSTICS)
         self._image_pubs = {
             c.name: self.create_publisher(Image, topics.image_topic(c.name), IMAGE_QOS) for c in cameras
         }
@@ -149,7 +175,7 @@ class SimBridge(Node):
         self.create_subscription(JointTrajectory, topics.JOINT_TRAJECTORY, self._on_joint_trajectory, COMMAND_QOS)
         self.create_service(ResetEnv, topics.SIM_RESET, self._on_reset)
         self.create_service(Trigger, topics.SIM_GET_SUCCESS, self._on_get_success)
-        self._diagnostics_period = float(self._param("diagnostics_period"))
+        self._diagnostics_period = float(self.params.config.diagnostics_period)
 
         self._reset_locked(self._next_seed)
         # A crash of the loop is logged with its traceback and stays ERROR on /diagnostics.
@@ -163,62 +189,6 @@ class SimBridge(Node):
             f"{', '.join(f'{c.name}:{c.width}x{c.height}' for c in cameras) or 'none'}, joints "
             f"{', '.join(self._adapter.joint_names)}"
         )
-
-    def _declare_parameters(self) -> None:
-        def desc(text: str, **kw: Any) -> ParameterDescriptor:
-            return ParameterDescriptor(description=text, read_only=True, **kw)
-
-        self.declare_parameter("env_id", "so101_pick_place", desc("environment id (so101_pick_place, pusht, plugins)"))
-        self.declare_parameter(
-            "fps",
-            30.0,
-            desc(
-                "control and publish rate (Hz)",
-                floating_point_range=[FloatingPointRange(from_value=1.0, to_value=1000.0)],
-            ),
-        )
-        self.declare_parameter(
-            "substeps",
-            16,
-            desc("physics steps per control step", integer_range=[IntegerRange(from_value=1, to_value=1000)]),
-        )
-        self.declare_parameter(
-            "cameras", "front:320x240", desc("comma-separated cameras as name[:WIDTHxHEIGHT]; empty for none")
-        )
-        self.declare_parameter("mode", "realtime", desc("realtime | lockstep | fast"))
-        self.declare_parameter("stamp_clock", "auto", desc("auto (wall in realtime, sim otherwise) | sim | wall"))
-        self.declare_parameter(
-            "seed", -1, desc("seed of the first episode (later resets without a seed count up); -1 = random")
-        )
-        self.declare_parameter(
-            "lockstep_timeout",
-            0.0,
-            desc(
-                "lockstep: wall seconds to wait for a command before stepping anyway; 0 = wait forever",
-                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
-            ),
-        )
-        self.declare_parameter(
-            "command_timeout",
-            0.5,
-            desc(
-                "simulated seconds after which a streamed command is stale (hold)",
-                floating_point_range=[FloatingPointRange(from_value=0.01, to_value=3600.0)],
-            ),
-        )
-        self.declare_parameter(
-            "max_episode_steps",
-            900,
-            desc(
-                "steps after which an episode ends as time_limit; 0 = never",
-                integer_range=[IntegerRange(from_value=0, to_value=10**9)],
-            ),
-        )
-        self.declare_parameter("auto_reset", False, desc("start the next episode (next seed) as soon as one ends"))
-        self.declare_parameter("diagnostics_period", 1.0, desc("wall seconds between /diagnostics reports"))
-
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
 
     def _camera_info(self, camera: str) -> CameraInfo:
         k = self._adapter.intrinsics(camera)
@@ -478,14 +448,10 @@ class SimBridge(Node):
                 self._adapter.close()
 
     def _publish_diagnostics(self) -> None:
-        status = DiagnosticStatus()
-        status.name = f"{self.get_fully_qualified_name()}: simulation"
-        status.hardware_id = self._env_id
-        status.level = DiagnosticStatus.OK
-        status.message = f"real-time factor {self._rtf.value:.2f}"
+        level, message = Level.OK, f"real-time factor {self._rtf.value:.2f}"
         if self._mode is PacingMode.REALTIME and 0 < self._rtf.value < 0.9:
-            status.level = DiagnosticStatus.WARN
-            status.message += " (cannot keep up with real time; fewer or smaller cameras help)"
+            level = Level.WARN
+            message += " (cannot keep up with real time; fewer or smaller cameras help)"
         values = {
             "real_time_factor": f"{self._rtf.value:.3f}",
             "sim_time": f"{self._sim_time:.3f}",
@@ -497,11 +463,8 @@ class SimBridge(Node):
             "rejected_inputs": str(self._rejected),
             "last_rejection": self._last_rejection,
         }
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        array = DiagnosticArray()
-        array.header.stamp = self.get_clock().now().to_msg()
-        array.status = [status]
-        self._diagnostics_pub.publish(array)
+        name = f"{self.get_fully_qualified_name()}: simulation"
+        self._diagnostics.publish(diagnostic_status(name, level, message, values, hardware_id=self._env_id))
 
     def start(self) -> None:
         """Start the simulation thread."""

@@ -13,11 +13,11 @@ import enum
 import sys
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseArray
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -26,6 +26,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 
 from lerobot_msgs.srv import ResetEnv
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.adapters.base import ObjectPose
@@ -49,46 +51,36 @@ def _seconds(stamp: Any) -> float:
     return float(Time.from_msg(stamp).nanoseconds) * 1e-9
 
 
+@dataclass(frozen=True)
+class ScriptedExpertParameters:
+    """The scripted expert's parameters, all read-only (README: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    env_id: str = param("so101_pick_place", "environment the bridge runs (selects the expert)")
+    episodes: int = param(0, "episodes to run before exiting; 0 = run forever", low=0, high=10**9)
+    seed: int = param(0, "seed of the first episode; episode i uses seed + i")
+    hold_ticks: int = param(
+        1, "observations each SO-101 expert target is held (1 = a new target for every observation)", low=1, high=100
+    )
+    pause_s: float = param(
+        0.0,
+        "wall seconds between the end of an episode and the next reset (time for a recorder to save it)",
+        low=0.0,
+        high=3600.0,
+    )
+
+
 class ScriptedExpertNode(Node):
     """See the module docstring."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("scripted_expert", **kwargs)
 
-        def desc(text: str, **kw: Any) -> ParameterDescriptor:
-            return ParameterDescriptor(description=text, read_only=True, **kw)
-
-        self.declare_parameter("env_id", "so101_pick_place", desc("environment the bridge runs (selects the expert)"))
-        self.declare_parameter(
-            "episodes",
-            0,
-            desc(
-                "episodes to run before exiting; 0 = run forever",
-                integer_range=[IntegerRange(from_value=0, to_value=10**9)],
-            ),
-        )
-        self.declare_parameter("seed", 0, desc("seed of the first episode; episode i uses seed + i"))
-        self.declare_parameter(
-            "hold_ticks",
-            1,
-            desc(
-                "observations each SO-101 expert target is held (1 = a new target for every observation)",
-                integer_range=[IntegerRange(from_value=1, to_value=100)],
-            ),
-        )
-        self.declare_parameter(
-            "pause_s",
-            0.0,
-            desc(
-                "wall seconds between the end of an episode and the next reset (time for a recorder to save it)",
-                floating_point_range=[FloatingPointRange(from_value=0.0, to_value=3600.0)],
-            ),
-        )
-        self._pause_s = float(self._param("pause_s"))
+        self.params = declare_parameters(self, ScriptedExpertParameters)
+        self._pause_s = float(self.params.config.pause_s)
         self._resume_at = 0.0
-        self._expert: ScriptedExpert = make_expert(str(self._param("env_id")), int(self._param("hold_ticks")))
-        self._episodes = int(self._param("episodes"))
-        self._first_seed = int(self._param("seed"))
+        self._expert: ScriptedExpert = make_expert(str(self.params.config.env_id), int(self.params.config.hold_ticks))
+        self._episodes = int(self.params.config.episodes)
+        self._first_seed = int(self.params.config.seed)
         self._index = 0
         self._results: list[tuple[int, str, int]] = []
         self._state = _State.WAITING
@@ -109,12 +101,9 @@ class ScriptedExpertNode(Node):
         self.create_timer(0.1, self._tick)
         self._active_pub.publish(Bool(data=False))
         self.get_logger().info(
-            f"scripted expert for {self._param('env_id')}: {self._episodes or 'unlimited'} episodes from seed "
+            f"scripted expert for {self.params.config.env_id}: {self._episodes or 'unlimited'} episodes from seed "
             f"{self._first_seed}; waiting for {self._reset_client.srv_name}"
         )
-
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
 
     @property
     def finished(self) -> bool:
