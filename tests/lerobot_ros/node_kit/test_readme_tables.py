@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,33 @@ def test_readme_command_checks_and_rewrites(tmp_path, capsys):
     assert main(["markdown", target]) == 0 and capsys.readouterr().out == render(target)
     assert main(["markdown", "no.such.module:X"]) == 1
     assert "cannot load parameter table no.such.module:X" in capsys.readouterr().err
+
+
+def _package_sources():
+    for root in [*REPO.glob("ros_ws/src/*"), REPO / "sim_bridge"]:
+        for path in root.glob("*/**/*.py"):
+            if "node_kit" not in path.parts and "__pycache__" not in path.parts:
+                yield root, path
+
+
+def test_every_node_declares_its_parameters_through_its_table():
+    """No node declares a parameter by hand (declare_parameter / ParameterDescriptor): the table does it."""
+    by_hand = [
+        str(path.relative_to(REPO))
+        for _, path in _package_sources()
+        if "declare_parameter(" in (text := path.read_text(encoding="utf-8")) or "ParameterDescriptor(" in text
+    ]
+    assert by_hand == []
+
+
+def test_every_parameter_table_is_shown_in_a_readme():
+    tables = []
+    for root, path in _package_sources():
+        text = path.read_text(encoding="utf-8")
+        if "lerobot_ros.node_kit.parameters import" not in text:
+            continue
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        tables += [f"{module}:{name}" for name in re.findall(r"^class (\w+Parameters):", text, re.MULTILINE)]
+    assert len(tables) >= 15
+    shown = {target for _, target in TARGETS}
+    assert sorted(set(tables) - shown) == [], "add a <!-- parameters: MODULE:CLASS --> section to the README"

@@ -6,36 +6,36 @@ Publishes std_msgs/String on `chatter` at `rate_hz`; the text is `message` follo
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.node import Node
 from std_msgs.msg import String
 
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
+
+
+@dataclass(frozen=True)
+class DemoTalkerParameters:
+    """The demo talker's parameters (`python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    rate_hz: float = param(2.0, "Publishing rate in Hz", low=0.1, high=1000.0)
+    message: str = param("hello", "Text before the counter", read_only=False)
 
 
 class DemoTalker(Node):
     def __init__(self) -> None:
         super().__init__("demo_talker")
-        self.declare_parameter(
-            "rate_hz",
-            2.0,
-            ParameterDescriptor(
-                description="Publishing rate in Hz",
-                read_only=True,
-                floating_point_range=[FloatingPointRange(from_value=0.1, to_value=1000.0)],
-            ),
-        )
-        self.declare_parameter("message", "hello", ParameterDescriptor(description="Text before the counter"))
-        rate_hz = self.get_parameter("rate_hz").get_parameter_value().double_value
+        self.params = declare_parameters(self, DemoTalkerParameters)
+        rate_hz = self.params.config.rate_hz
         self._publisher = self.create_publisher(String, "chatter", 10)
         self._count = 0
         self._timer = self.create_timer(1.0 / rate_hz, self._publish)
         self.get_logger().info(f"publishing on {self._publisher.topic_name} at {rate_hz} Hz")
 
     def _publish(self) -> None:
-        text = self.get_parameter("message").get_parameter_value().string_value
-        self._publisher.publish(String(data=f"{text} {self._count}"))
+        self._publisher.publish(String(data=f"{self.params.config.message} {self._count}"))
         self._count += 1
 
 

@@ -13,17 +13,26 @@ from __future__ import annotations
 import os
 import select
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import Executor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import StopRequest, run_node
 from lerobot_ros.terminal_keys import HELP, SERVICES, Control, KeyDecoder, cbreak
 
 ESC_TIMEOUT_S = 0.05
+
+
+@dataclass(frozen=True)
+class RecordKeyboardParameters:
+    """The recorder keyboard's parameters (README: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    recorder: str = param("/recorder", "recorder node name")
 
 
 class RecordKeyboard(Node):
@@ -31,10 +40,7 @@ class RecordKeyboard(Node):
 
     def __init__(self) -> None:
         super().__init__("record_keyboard")
-        self.declare_parameter(
-            "recorder", "/recorder", ParameterDescriptor(description="recorder node name", read_only=True)
-        )
-        base = str(self.get_parameter("recorder").value).rstrip("/")
+        base = declare_parameters(self, RecordKeyboardParameters).config.recorder.rstrip("/")
         self._triggers = {c: self.create_client(Trigger, f"{base}/{name}") for c, name in SERVICES.items()}
         self._pending: list[Any] = []
 

@@ -13,10 +13,10 @@ import math
 import struct
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosbags.typesys import Stores, get_typestore
@@ -24,6 +24,8 @@ from rosbags.typesys import Stores, get_typestore
 from lerobot_contract import ContractError, FeatureContract, load_contract
 from lerobot_contract.images import encode_image
 from lerobot_ros.message_conversion import import_message_type
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 
 _STAMP = struct.Struct("<iI")
@@ -35,75 +37,74 @@ def picture_value(index: int) -> int:
     return (index % CYCLE) * 4 + 8
 
 
+@dataclass(frozen=True)
+class SyntheticStreamsParameters:
+    """The synthetic streams' parameters, all read-only (README: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    contract: str = param("", "contract whose topics to publish")
+    joint_rate_hz: float = param(100.0, "rate of JointState topics")
+    camera_rate_hz: float = param(30.0, "rate of image topics")
+    pause_topics: tuple[str, ...] = param(("",), "topics that fall silent for a while")
+    pause_after_s: float = param(0.0, "when the pause starts (s after start)")
+    pause_for_s: float = param(0.0, "how long the pause lasts")
+    pause_period_s: float = param(0.0, "repeat the pause with this period; 0 = once")
+    resize_after_s: float = param(0.0, "from then on, images are half the contract size; 0 = no")
+    jump_back_after_s: float = param(0.0, "from then on, stamps are jump_back_s earlier; 0 = no")
+    jump_back_s: float = param(0.0, "size of the backwards clock jump")
+    jump_period_s: float = param(0.0, "jump back again every this long; 0 = once")
+    duration_s: float = param(0.0, "exit after this long; 0 = run until stopped")
+    picture_style: str = param(
+        "flat", "flat (grey level = message number) or scene (shapes + noise: real encoder load)"
+    )
+
+
 class SyntheticStreams(Node):
     """See the module docstring."""
 
     def __init__(self) -> None:
         super().__init__("synthetic_streams")
 
-        def desc(text: str) -> ParameterDescriptor:
-            return ParameterDescriptor(description=text, read_only=True)
-
-        self.declare_parameter("contract", "", desc("contract whose topics to publish"))
-        self.declare_parameter("joint_rate_hz", 100.0, desc("rate of JointState topics"))
-        self.declare_parameter("camera_rate_hz", 30.0, desc("rate of image topics"))
-        self.declare_parameter("pause_topics", [""], desc("topics that fall silent for a while"))
-        self.declare_parameter("pause_after_s", 0.0, desc("when the pause starts (s after start)"))
-        self.declare_parameter("pause_for_s", 0.0, desc("how long the pause lasts"))
-        self.declare_parameter("pause_period_s", 0.0, desc("repeat the pause with this period; 0 = once"))
-        self.declare_parameter("resize_after_s", 0.0, desc("from then on, images are half the contract size; 0 = no"))
-        self.declare_parameter("jump_back_after_s", 0.0, desc("from then on, stamps are jump_back_s earlier; 0 = no"))
-        self.declare_parameter("jump_back_s", 0.0, desc("size of the backwards clock jump"))
-        self.declare_parameter("jump_period_s", 0.0, desc("jump back again every this long; 0 = once"))
-        self.declare_parameter("duration_s", 0.0, desc("exit after this long; 0 = run until stopped"))
-        self.declare_parameter(
-            "picture_style",
-            "flat",
-            desc("flat (grey level = message number) or scene (shapes + noise: real encoder load)"),
-        )
-        contract = load_contract(self.get_parameter("contract").value)
+        self.params = declare_parameters(self, SyntheticStreamsParameters)
+        contract = load_contract(self.params.config.contract)
         self._store = get_typestore(Stores.ROS2_KILTED)
         self._start = time.monotonic()
         self.done = False
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self._pause_topics = {t for t in self.get_parameter("pause_topics").value if t}
+        self._pause_topics = {t for t in self.params.config.pause_topics if t}
         by_topic: dict[str, FeatureContract] = {}
         for feat in contract.features.values():
             by_topic.setdefault(feat.topic, feat)
         for topic, feat in by_topic.items():
             publisher = self.create_publisher(import_message_type(feat.type), topic, qos)
             if feat.is_image:
-                rate = float(self.get_parameter("camera_rate_hz").value)
+                rate = float(self.params.config.camera_rate_hz)
                 frames = self._pictures(feat, feat.shape[:2])
                 small = self._pictures(feat, (feat.shape[0] // 2, feat.shape[1] // 2))
                 self.create_timer(1.0 / rate, self._camera_tick(topic, publisher, frames, small))
             else:
-                rate = float(self.get_parameter("joint_rate_hz").value)
+                rate = float(self.params.config.joint_rate_hz)
                 self.create_timer(1.0 / rate, self._joint_tick(topic, publisher, feat))
         self.get_logger().info(f"publishing {', '.join(by_topic)}")
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._start
 
-    def _param(self, name: str) -> Any:
-        return self.get_parameter(name).value
-
     def _stamp(self) -> tuple[int, int]:
         ns = int(self.get_clock().now().nanoseconds)
-        jump_after = float(self._param("jump_back_after_s"))
+        jump_after = float(self.params.config.jump_back_after_s)
         if jump_after > 0 and self._elapsed() >= jump_after:
-            period = float(self._param("jump_period_s"))
+            period = float(self.params.config.jump_period_s)
             jumps = 1 + (int((self._elapsed() - jump_after) // period) if period > 0 else 0)
-            ns -= jumps * round(float(self._param("jump_back_s")) * 1e9)
+            ns -= jumps * round(float(self.params.config.jump_back_s) * 1e9)
         return divmod(ns, 1_000_000_000)
 
     def _silent(self, topic: str) -> bool:
-        duration = float(self._param("duration_s"))
+        duration = float(self.params.config.duration_s)
         if duration > 0 and self._elapsed() >= duration:
             self.done = True
-        after, length = float(self._param("pause_after_s")), float(self._param("pause_for_s"))
+        after, length = float(self.params.config.pause_after_s), float(self.params.config.pause_for_s)
         since = self._elapsed() - after
-        period = float(self._param("pause_period_s"))
+        period = float(self.params.config.pause_period_s)
         if period > 0 and since >= 0:
             since %= period
         return topic in self._pause_topics and 0 <= since < length
@@ -111,7 +112,7 @@ class SyntheticStreams(Node):
     def _pictures(self, feat: FeatureContract, size: tuple[int, ...]) -> list[bytearray]:
         height, width = int(size[0]), int(size[1])
         out = []
-        scene = self._param("picture_style") == "scene"
+        scene = self.params.config.picture_style == "scene"
         rng = np.random.default_rng(len(feat.key))
         for i in range(CYCLE):
             rgb = np.full((height, width, 3), picture_value(i), dtype=np.uint8)
@@ -146,7 +147,7 @@ class SyntheticStreams(Node):
             nonlocal count
             if self._silent(topic):
                 return
-            resize = float(self._param("resize_after_s"))
+            resize = float(self.params.config.resize_after_s)
             pictures = small if resize > 0 and self._elapsed() >= resize else frames
             raw = pictures[count % CYCLE]
             _STAMP.pack_into(raw, 4, *self._stamp())

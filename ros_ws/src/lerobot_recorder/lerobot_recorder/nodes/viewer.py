@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, ParameterType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -24,6 +24,8 @@ from lerobot_contract import Contract, FeatureContract, MessageMismatchError
 from lerobot_msgs.msg import ActionChunk, RecorderStatus
 from lerobot_recorder.view.entities import ROS_TIME, Chunk, ChunkOverlay, TopicCounter, ViewLogger, layout
 from lerobot_ros.message_conversion import import_message_type
+from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.ros import declare_parameters
 
 # Vector streams keep a second of samples at 100 Hz (a busy machine delivers them in bursts); images only the
 # newest (the image thread logs the newest picture per camera anyway).
@@ -42,33 +44,24 @@ def _stamp_s(stamp: Any) -> float:
     return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
 
 
+@dataclass(frozen=True)
+class ViewerParameters:
+    """The live view node's parameters, all read-only (README: `python -m lerobot_ros.node_kit markdown <this>`)."""
+
+    image_rate_hz: float = param(
+        10.0, "pictures logged per second and camera (the newest one each time)", low=0.1, high=120.0
+    )
+    chunk_topic: str = param("/policy/action_chunk", "the policy's ActionChunk topic ('' = none)")
+    recorder: str = param("/recorder", "the recorder node whose status and episode markers are shown")
+
+
 class Viewer(Node):
     """See the module docstring. `view` is where entities go; `contract` says which topics to read."""
 
     def __init__(self, contract: Contract, view: ViewLogger, **kwargs: Any) -> None:
         super().__init__("lerobot_view", **kwargs)
-        rate = self.declare_parameter(
-            "image_rate_hz",
-            10.0,
-            ParameterDescriptor(
-                type=ParameterType.PARAMETER_DOUBLE,
-                description="pictures logged per second and camera (the newest one each time)",
-                read_only=True,
-                floating_point_range=[FloatingPointRange(from_value=0.1, to_value=120.0)],
-            ),
-        ).value
-        chunk_topic = self.declare_parameter(
-            "chunk_topic",
-            "/policy/action_chunk",
-            ParameterDescriptor(description="the policy's ActionChunk topic ('' = none)", read_only=True),
-        ).value
-        recorder = self.declare_parameter(
-            "recorder",
-            "/recorder",
-            ParameterDescriptor(
-                description="the recorder node whose status and episode markers are shown", read_only=True
-            ),
-        ).value
+        config = declare_parameters(self, ViewerParameters).config
+        rate, chunk_topic, recorder = config.image_rate_hz, config.chunk_topic, config.recorder
         self.contract = contract
         self.view = view
         self._lock = threading.Lock()
