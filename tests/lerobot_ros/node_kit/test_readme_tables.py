@@ -25,8 +25,16 @@ def test_readme_section_matches_the_node_table(readme, target):
     )
 
 
-def test_readme_command_checks_and_rewrites(tmp_path, capsys):
-    target = "tests.lerobot_ros.node_kit.test_parameters:Example"
+def test_readme_command_checks_and_rewrites(tmp_path, capsys, monkeypatch):
+    (tmp_path / "kit_example_node.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from lerobot_ros.node_kit.parameters import param\n\n\n"
+        "@dataclass(frozen=True)\n"
+        "class ExampleParameters:\n"
+        "    rate: float = param(2.0, 'rate (Hz)', low=0.1, high=10.0)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = "kit_example_node:ExampleParameters"
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n<!-- parameters: {target} -->\n| old |\n<!-- /parameters -->\n\nafter\n")
     assert main(["readme", str(readme)]) == 1
