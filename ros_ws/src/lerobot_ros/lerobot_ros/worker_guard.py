@@ -29,8 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.lifecycle import LifecycleNode, LifecycleState, ManagedEntity, TransitionCallbackReturn
+
+from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -170,7 +172,7 @@ class NodeWorkerGuard(WorkerGuard):
     def __init__(self, node: Any, *, hardware_id: str = "") -> None:
         self._node = node
         self._hardware_id = hardware_id
-        self._diagnostics_pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diagnostics = DiagnosticsPublisher(node)
         self._pending = threading.Event()
         self._handled = 0  # failures up to this serial number went through their error transition
         self._retry: Any = None
@@ -233,25 +235,17 @@ class NodeWorkerGuard(WorkerGuard):
             self._publish(failure)
 
     def _publish(self, failure: WorkerFailure) -> None:
-        status = DiagnosticStatus(
-            level=DiagnosticStatus.ERROR,
-            name=f"{self._node.get_fully_qualified_name()}: {failure.worker}",
-            message=failure.message,
-            hardware_id=self._hardware_id,
-        )
         last_line = failure.traceback.splitlines()[-3:] if failure.traceback else []
-        status.values = [
-            KeyValue(key="worker", value=failure.worker),
-            KeyValue(key="failures", value=str(failure.count)),
-            KeyValue(key="where", value=" | ".join(line.strip() for line in last_line)),
-        ]
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self._node.get_clock().now().to_msg()
-        try:
-            self._diagnostics_pub.publish(msg)
-        except Exception:  # the context went away (shutdown); the failure is logged already
-            if self._node.context.ok():
-                raise
+        values = {
+            "worker": failure.worker,
+            "failures": failure.count,
+            "where": " | ".join(line.strip() for line in last_line),
+        }
+        name = f"{self._node.get_fully_qualified_name()}: {failure.worker}"
+        # quiet while the context goes away (shutdown): the failure is logged already
+        self._diagnostics.publish(
+            diagnostic_status(name, Level.ERROR, failure.message, values, hardware_id=self._hardware_id)
+        )
 
     def clear(self, upto: int | None = None) -> None:
         super().clear(upto)
