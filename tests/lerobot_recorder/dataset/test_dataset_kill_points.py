@@ -8,16 +8,26 @@ every saved episode intact, and (reference venv) LeRobot's loader agrees with va
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-from kill_points import REF_PYTHON, sweep
+from kill_points import REF_PYTHON, SweepResult, sweep
 
 POINTS = int(os.environ.get("LEROBOT_ROS_KILL_POINTS", "30"))
 
 
-def test_kill_at_writer_steps_loses_nothing_and_validate_explains_every_state(tmp_path: Path) -> None:
-    result = sweep(tmp_path, points=POINTS)
+@pytest.fixture(scope="module")
+def kill_sweep(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> SweepResult:
+    """One sweep for both tests: with the reference venv and the reference test selected, LeRobot's loader also
+    checks the states (`sweep(reference=True)` does every check of a plain sweep and that one)."""
+    reference = REF_PYTHON.exists() and any(
+        item.module is request.module and item.get_closest_marker("reference") is not None
+        for item in request.session.items
+    )
+    return sweep(tmp_path_factory.mktemp("kill_points"), points=POINTS, reference=reference)
+
+
+def test_kill_at_writer_steps_loses_nothing_and_validate_explains_every_state(kill_sweep: SweepResult) -> None:
+    result = kill_sweep
     print(f"kill points over {result.steps_per_run} steps: {result.summary()}")
     assert result.failures == [], "\n".join(result.failures)
     assert result.counts["tried"] == POINTS and result.counts["rerun_ok"] == POINTS
@@ -26,8 +36,8 @@ def test_kill_at_writer_steps_loses_nothing_and_validate_explains_every_state(tm
 
 @pytest.mark.reference
 @pytest.mark.skipif(not REF_PYTHON.exists(), reason="the LeRobot reference venv (.venv-lerobot-ref) is absent")
-def test_lerobot_loads_every_state_validate_passes_after_a_kill(tmp_path: Path) -> None:
-    result = sweep(tmp_path, points=POINTS, reference=True)
+def test_lerobot_loads_every_state_validate_passes_after_a_kill(kill_sweep: SweepResult) -> None:
+    result = kill_sweep
     print(f"kill points over {result.steps_per_run} steps: {result.summary()}")
     assert result.failures == [], "\n".join(result.failures)
     assert result.counts["reference_checked"] >= POINTS
