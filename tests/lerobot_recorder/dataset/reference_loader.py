@@ -2,6 +2,7 @@
 
 Runs inside the reference venv (.venv-lerobot-ref), never in the project venv:
     python reference_loader.py ROOT OUT.npz [DELTA_JSON]
+    python reference_loader.py --jobs JOBS.json   # a list of [ROOT, OUT.npz, DELTA or null]: one start-up for all
 Keys in the .npz: `<feature>` stacked over all frames (cameras as uint8 H,W,C), `task` (strings),
 `len`, and with DELTA_JSON (a {key: [deltas]} object) `delta/<key>`, `delta/<key>_is_pad` for
 every frame.
@@ -25,8 +26,16 @@ def to_numpy(value: object) -> np.ndarray:
 
 
 def main() -> int:
-    root, out = sys.argv[1], sys.argv[2]
-    delta = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    if sys.argv[1] == "--jobs":
+        with open(sys.argv[2]) as jobs:
+            for root, out, delta in json.load(jobs):
+                dump(root, out, delta)
+        return 0
+    dump(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
+    return 0
+
+
+def dump(root: str, out: str, delta: dict[str, list[float]] | None) -> None:
     dataset = LeRobotDataset("local/reference-check", root=root)
     camera_keys = set(dataset.meta.camera_keys)
     columns: dict[str, list[np.ndarray]] = {}
@@ -58,7 +67,6 @@ def main() -> int:
                     stacks.setdefault(f"delta/{name}", []).append(array)
         result.update({key: np.stack(values) for key, values in stacks.items()})
     np.savez(out, **result)
-    return 0
 
 
 if __name__ == "__main__":

@@ -107,41 +107,67 @@ def assert_written_frames(
             index += 1
 
 
-@pytest.mark.parametrize("codec", list(VIDEO_ENCODINGS))
-def test_lerobot_loads_episodes_tasks_and_cameras(tmp_path: Path, codec: str) -> None:
-    root = tmp_path / "ours"
+def write_codec(root: Path, codec: str) -> list[list[dict[str, object]]]:
     with create(root, video_codec=codec) as writer:
-        written = write_episodes(writer, [12, 5, 9], ["pick the cube", "place the cube", "wave"])
+        return write_episodes(writer, [12, 5, 9], ["pick the cube", "place the cube", "wave"])
+
+
+def write_rolled_over_and_resumed(root: Path) -> list[list[dict[str, object]]]:
+    with create(root, data_files_size_in_mb=0.002, video_files_size_in_mb=0.002, chunks_size=2) as writer:
+        written = write_episodes(writer, [6, 8, 5], ["a", "b"])
+    with DatasetWriter.open(root) as writer:
+        written += write_episodes(writer, [7, 4], ["c", "a"], first_episode=3)
+    return written
+
+
+def write_two_h264_settings(root: Path) -> list[list[dict[str, object]]]:
+    with create(root, video_codec="h264") as writer:
+        written = write_episodes(writer, [6, 5], ["a"])
+    with DatasetWriter.open(root, video_codec="h264-ultrafast") as writer:
+        written += write_episodes(writer, [7, 4], ["b"], first_episode=2)
+    return written
+
+
+@pytest.fixture(scope="module")
+def loaded_by_lerobot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list, dict[str, np.ndarray]]]:
+    """The datasets of the loading tests below, written by us and loaded by LeRobot in one reference process (its
+    start-up, importing LeRobot and torch, took most of each test's time): name -> (root, written, loaded)."""
+    tmp = tmp_path_factory.mktemp("lerobot_compat")
+    writers = {f"codec-{codec}": lambda root, c=codec: write_codec(root, c) for codec in VIDEO_ENCODINGS}
+    writers.update({"rolled-over": write_rolled_over_and_resumed, "two-h264-settings": write_two_h264_settings})
+    written = {name: write(tmp / name) for name, write in writers.items()}
+    jobs = [[str(tmp / name), str(tmp / f"{name}-lerobot.npz"), DELTAS] for name in writers]
+    (tmp / "jobs.json").write_text(json.dumps(jobs))
+    run_reference(tmp, "reference_loader.py", "--jobs", str(tmp / "jobs.json"))
+    out = {}
+    for name in writers:
+        with np.load(tmp / f"{name}-lerobot.npz") as data:
+            out[name] = (tmp / name, written[name], {key: data[key] for key in data.files})
+    return out
+
+
+@pytest.mark.parametrize("codec", list(VIDEO_ENCODINGS))
+def test_lerobot_loads_episodes_tasks_and_cameras(loaded_by_lerobot, codec: str) -> None:
+    root, written, loaded = loaded_by_lerobot[f"codec-{codec}"]
     assert validate(root) == []
-    loaded = load_with_lerobot(tmp_path, root, DELTAS)
     assert list(loaded["task"][[0, 12, 17]]) == ["pick the cube", "place the cube", "wave"]
     assert_written_frames(loaded, written)
     assert_same_as_our_reader(root, loaded, DELTAS)
 
 
-def test_lerobot_loads_rolled_over_and_resumed_dataset(tmp_path: Path) -> None:
-    root = tmp_path / "ours"
-    with create(root, data_files_size_in_mb=0.002, video_files_size_in_mb=0.002, chunks_size=2) as writer:
-        written = write_episodes(writer, [6, 8, 5], ["a", "b"])
-    with DatasetWriter.open(root) as writer:
-        written += write_episodes(writer, [7, 4], ["c", "a"], first_episode=3)
+def test_lerobot_loads_rolled_over_and_resumed_dataset(loaded_by_lerobot) -> None:
+    root, written, loaded = loaded_by_lerobot["rolled-over"]
     assert validate(root) == []
     assert len(list((root / "data").glob("*/*.parquet"))) > 2
     assert len(list((root / "videos" / FRONT).glob("chunk-001/*.mp4"))) >= 1
-    loaded = load_with_lerobot(tmp_path, root, DELTAS)
     assert_written_frames(loaded, written)
     assert_same_as_our_reader(root, loaded, DELTAS)
 
 
-def test_lerobot_loads_episodes_of_two_h264_settings_in_separate_files(tmp_path: Path) -> None:
-    root = tmp_path / "ours"
-    with create(root, video_codec="h264") as writer:
-        written = write_episodes(writer, [6, 5], ["a"])
-    with DatasetWriter.open(root, video_codec="h264-ultrafast") as writer:
-        written += write_episodes(writer, [7, 4], ["b"], first_episode=2)
+def test_lerobot_loads_episodes_of_two_h264_settings_in_separate_files(loaded_by_lerobot) -> None:
+    root, written, loaded = loaded_by_lerobot["two-h264-settings"]
     assert validate(root) == []
     assert len(list((root / "videos" / FRONT).glob("*/*.mp4"))) == 2
-    loaded = load_with_lerobot(tmp_path, root, DELTAS)
     assert_written_frames(loaded, written)
     assert_same_as_our_reader(root, loaded, DELTAS)
 
