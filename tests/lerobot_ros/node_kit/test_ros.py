@@ -185,3 +185,25 @@ def test_a_lifecycle_node_defers_a_refused_choice_to_configure(context):
             declare_parameters(out_of_range, Example, defer_errors=True)
     finally:
         out_of_range.destroy_node()
+
+
+def test_a_node_started_with_a_bad_value_exits_1_with_one_line(ros_env):
+    """run_node: ParameterError is a start-up error (`cannot start ...`, status 1), not a traceback."""
+    import subprocess
+
+    from lerobot_ros.testing import venv_script
+
+    done = subprocess.run(
+        [venv_script("demo_talker"), "--ros-args", "-p", "rate_hz:=5"],
+        env=ros_env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert (
+        "cannot start demo_talker: /demo_talker: parameter rate_hz = 5 is not allowed: "
+        "expected a double in 0.1..1000.0 (write 5.0 for a double)" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
