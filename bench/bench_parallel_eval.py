@@ -41,8 +41,8 @@ def demo_sized_act(directory: Path) -> Path:
     """An ACT with the demo's overrides and inputs, random weights, saved with the sim contract."""
     import torch
     import yaml
-    from lerobot_eval.demo.workspace import DemoSettings
 
+    from lerobot_eval.demo.workspace import DemoSettings
     from lerobot_training.checkpoint import save_policy
     from lerobot_training.features import FeatureType, PolicyFeature
     from lerobot_training.policies.act import ACTConfig, ACTPolicy

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 import yaml
+
 from lerobot_eval.demo.evaluate import evaluate
 from lerobot_eval.demo.report import build_report
 from lerobot_eval.demo.workspace import ENV_STATE, STATE, DemoLayout, DemoSettings, read_jsonl

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from lerobot_eval.demo.evaluate import merge_executor_runs, write_gif
 from lerobot_eval.demo.report import build_report
 from lerobot_eval.demo.workspace import DemoLayout, append_jsonl, read_jsonl, recorded_episodes, trained_step

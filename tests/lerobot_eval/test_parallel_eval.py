@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+
 from lerobot_eval.vector_evaluation import (
     WORKER_MEMORY_BYTES,
     BatchPolicy,
@@ -29,7 +30,6 @@ from lerobot_eval.vector_evaluation import (
     choose_num_envs,
     max_envs,
 )
-
 from lerobot_policy_node.core.policies import CheckpointPolicy, InputFeature
 from lerobot_sim_bridge.contract_env import SimContractEnv
 from lerobot_sim_bridge.errors import InvalidConfigError
@@ -251,9 +251,8 @@ class ExpertChunkPolicy:
 @pytest.mark.parallel_eval
 @pytest.mark.skipif(not LONG, reason="about 2 min: LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval) runs it")
 def test_expert_episodes_are_the_same_on_one_two_and_three_envs(contract: dict[str, Any]) -> None:
-    from lerobot_eval.vector_evaluation import contract_env_factory, run_vector_episodes
-
     from lerobot_contract import Contract
+    from lerobot_eval.vector_evaluation import contract_env_factory, run_vector_episodes
 
     parsed = Contract.from_dict(contract).select([STATE, ENV_STATE, "action", FRONT])
     seeds = list(range(2000, 2006))
