@@ -62,6 +62,38 @@ def status_watcher(node: Any) -> StatusWatcher:
     return StatusWatcher(node)
 
 
+class Diagnostics:
+    """The recorder's newest /diagnostics key/values."""
+
+    def __init__(self, node: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.values: dict[str, str] = {}
+        self._lock = threading.Lock()
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on, 10)
+
+    def _on(self, msg: Any) -> None:
+        for status in msg.status:
+            if "lerobot_recorder" in status.name:
+                with self._lock:
+                    self.values = {kv.key: kv.value for kv in status.values}
+
+    def count(self, reason: str) -> int:
+        with self._lock:
+            return int(self.values.get(f"rejected_stamps.{reason}", "0"))
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0) -> dict[str, str]:
+        """The first newest key/values for which `predicate(values)` holds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                values = dict(self.values)
+            if values and predicate(values):
+                return values
+            time.sleep(0.05)
+        raise AssertionError(f"no such recorder /diagnostics within {timeout} s; newest: {self.values}")
+
+
 class StatusWatcher:
     """Keeps every RecorderStatus the recorder publishes."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from recorder_helpers import CONTRACT, record_one_episode, start_recorder, start_streams, status_watcher
+from recorder_helpers import CONTRACT, Diagnostics, record_one_episode, start_recorder, start_streams, status_watcher
 
 from lerobot_recorder.bags.reader import BagSource
 from lerobot_recorder.dataset import DatasetReader
@@ -31,6 +31,7 @@ def lossless_contract(tmp_path: Path) -> Path:
 def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_path: Path) -> None:
     contract = lossless_contract(tmp_path)
     watcher = status_watcher(ros_node)
+    diagnostics = Diagnostics(ros_node)
     streams = start_streams(processes)
     live_root = tmp_path / "live"
     start_recorder(processes, live_root, contract=str(contract), start_session=False, reliable=True, latency_s=0.3)
@@ -54,6 +55,9 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
         recorder.wait_for_output(rf"first message on {topic}$", timeout=30)
     result, _ = record_one_episode(ros_node, "pick the cube", 1.5)
     assert result.saved, result.message
+    # Samples delivered after their frame was taken (a stall longer than latency_s) are the one thing the bag
+    # holds and the live recording could not: the saved episode's count, before the next episode resets it.
+    late = int(diagnostics.wait_for(lambda v: v.get("episodes_saved") == "1")["late_samples"])
     streams.send_signal(signal.SIGINT)  # the bag takes what is still on its way, then stops
     streams.wait(10)
     recorder.send_signal(signal.SIGINT)
@@ -90,11 +94,10 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
     assert live.num_episodes == offline.num_episodes == 1
     n = len(live)
     assert n >= 20 and len(offline) >= n  # the bag went on after the episode
-    for i in range(n):
-        a, b = live[i], offline[i]
-        np.testing.assert_array_equal(a["observation.state"], b["observation.state"], err_msg=f"frame {i}")
-        for key in ("observation.images.front", "observation.images.wrist"):
-            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{key} frame {i}")
+    keys = ("observation.state", "observation.images.front", "observation.images.wrist")
+    differ = [(i, key) for i in range(n) for key in keys if not np.array_equal(live[i][key], offline[i][key])]
+    # Each late sample can change at most the one value it arrived too late for; with none late, all are equal.
+    assert len(differ) <= late, f"{len(differ)} values differ with {late} late sample(s): {differ[:10]}"
 
     # `resume` continues a dataset the bag converter wrote.
     start_streams(processes, name="streams-again")

@@ -7,13 +7,12 @@ the open episode was lost. A stamp of 0 or a negative one ended the episode as a
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from recorder_helpers import start_recorder, start_streams, status_watcher
+from recorder_helpers import Diagnostics, start_recorder, start_streams, status_watcher
 
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.validate import validate
@@ -23,27 +22,6 @@ pytestmark = pytest.mark.ros
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 FPS = 30
-
-
-class Diagnostics:
-    """The recorder's newest /diagnostics key/values."""
-
-    def __init__(self, node: Any) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray
-
-        self.values: dict[str, str] = {}
-        self._lock = threading.Lock()
-        node.create_subscription(DiagnosticArray, "/diagnostics", self._on, 10)
-
-    def _on(self, msg: Any) -> None:
-        for status in msg.status:
-            if "lerobot_recorder" in status.name:
-                with self._lock:
-                    self.values = {kv.key: kv.value for kv in status.values}
-
-    def count(self, reason: str) -> int:
-        with self._lock:
-            return int(self.values.get(f"rejected_stamps.{reason}", "0"))
 
 
 def _bad_messages() -> list[tuple[str, str, Any]]:
