@@ -9,11 +9,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from recorder_helpers import record_one_episode, start_recorder, start_streams, status_watcher
 
 from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.recorder.messages import header_stamp_ns
 from lerobot_ros.testing import call_service, venv_script, wait_for_service
 
 pytestmark = pytest.mark.ros
@@ -61,36 +61,37 @@ class Keyboard:
 
 FPS = 30
 NS = 1_000_000_000
-STREAMS = ("/follower/joint_states", "/cameras/front/image_raw", "/cameras/wrist/image_raw")
 
 
-class StreamStamps:
-    """The header stamps the small contract's three streams published, and the recorder's episode starts (the
+class JointStamps:
+    """The joint states the streams published (stamp, positions in degrees) and the recorder's episode starts (the
     `~/episode_start` marker: the start on the stamps' clock), as this test's node receives them."""
 
     def __init__(self, node) -> None:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from sensor_msgs.msg import Image, JointState
+        from sensor_msgs.msg import JointState
 
         from lerobot_msgs.msg import RecorderStatus
 
-        self.stamps: dict[str, list[int]] = {topic: [] for topic in STREAMS}
+        self.joints: list[tuple[int, np.ndarray]] = []
         self.starts: list[int] = []
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        for topic in STREAMS:
-            kind = JointState if topic.endswith("joint_states") else Image
-            node.create_subscription(kind, topic, lambda raw, t=topic: self.stamps[t].append(header_stamp_ns(raw)),
-                                     qos, raw=True)  # fmt: skip
-        node.create_subscription(
-            RecorderStatus, "/recorder/episode_start", lambda m: self.starts.append(m.header.stamp.sec * NS
-                                                                                    + m.header.stamp.nanosec), 10
-        )  # fmt: skip
+        node.create_subscription(JointState, "/follower/joint_states", self._on_joints, qos)
+        node.create_subscription(RecorderStatus, "/recorder/episode_start", self._on_start, 10)
 
-    def slots(self, start_ns: int, duration_s: float) -> int:
-        """Frame slots of an episode from `start_ns`: frame 0 is where every stream has published after the start
-        (the sampler's rule), the last one at the episode's end."""
-        first = max(min(s for s in stamps if s >= start_ns) for stamps in self.stamps.values())
-        return (start_ns + round(duration_s * NS) - first) * FPS // NS + 1
+    def _on_joints(self, msg) -> None:
+        stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
+        self.joints.append((stamp, np.degrees(np.asarray(msg.position, dtype=np.float64))))
+
+    def _on_start(self, msg) -> None:
+        self.starts.append(msg.header.stamp.sec * NS + msg.header.stamp.nanosec)
+
+    def stamp_of(self, state: np.ndarray) -> int:
+        """The stamp of the joint state a recorded frame holds (the synthetic positions change with the stamp)."""
+        errors = [float(np.abs(positions - state).max()) for _, positions in self.joints]
+        best = int(np.argmin(errors))
+        assert errors[best] < 1e-3, f"no published joint state matches {state} (closest: {errors[best]:.4f} deg)"
+        return self.joints[best][0]
 
 
 def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ros_env, tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ro
 
     root = tmp_path / "ds"
     watcher = status_watcher(ros_node)
-    published = StreamStamps(ros_node)
+    published = JointStamps(ros_node)
     start_streams(processes)
     start_recorder(processes, root, start_session=False, episode_time_s=30.0, reset_time_s=0.3, num_episodes=5)
     watcher.wait_state("idle", timeout=40)
@@ -106,14 +107,21 @@ def test_action_services_and_keyboard_drive_the_episodes(processes, ros_node, ro
     result, feedback = record_one_episode(ros_node, "goal task: stack the ‘blue’ cube", 1.0)
     assert result.saved, result.message
     assert (result.episode_index, result.path) == (0, str(root))
-    # A 1 s episode has at most 31 frame slots. Frame 0 is where every stream has data after the start, so a
-    # publisher that stalls at the start (seen under load: 480 ms, and 700 ms -> 9 frames) legitimately shortens
-    # the episode, and those slots are not drops. Every slot from there is a frame or a counted drop, but for one
-    # period of grid phase and the frames whose samples were still in flight when the episode ended (the
-    # sampler's 50 ms latency window: at most 2).
+    # Frame 0 is where every stream has data after the start (the sampler's rule): a publisher that stalls at the
+    # start (seen under load: 480 ms; 700 ms -> 9 frames) legitimately shortens the episode, and those slots are
+    # no drops. From frame 0 to the end every slot is a frame or a counted drop: the episode ends once its last
+    # samples are in (or late for good). Frame 0's time is known to the joint sample it holds (newest at or
+    # before it, 100 Hz): one slot either way.
     assert len(published.starts) == 1
-    slots = published.slots(published.starts[0], 1.0)
-    assert slots - 3 <= result.frames + result.dropped and result.frames <= 31, (slots, result.frames, result.dropped)
+    start, end = published.starts[0], published.starts[0] + NS
+    with DatasetReader(root) as reader:
+        first_state = np.asarray(reader[0]["observation.state"], dtype=np.float64)
+    frame0 = published.stamp_of(first_state)
+    slots = (end - frame0) * FPS // NS + 1
+    print(f"frame 0 {(frame0 - start) / 1e6:.1f} ms after the start; {slots} slots, {result.frames} frames")
+    assert result.frames <= 31 and slots - 1 <= result.frames + result.dropped <= slots + 1, (
+        slots, result.frames, result.dropped, (frame0 - start) / 1e6
+    )  # fmt: skip
     assert feedback and feedback[-1].feedback.elapsed_s > 0
     watcher.wait_state("idle", num_episodes=1)
 

@@ -327,11 +327,15 @@ class RecordingSession:
             workflow = self.workflow
             if workflow is None:
                 return
+            in_flight = False
             if workflow.state is State.RECORDING and sampler.active:
                 try:
                     end_ns = self._episode_start_ns + round(workflow.duration_s * NS)
-                    for frame in sampler.poll(self._hooks.now_ns(), end_ns):
+                    now_ns = self._hooks.now_ns()
+                    for frame in sampler.poll(now_ns, end_ns):
                         sink.put_frame(frame)
+                    # The episode's time is up only once its last frames' samples are in (or late for good).
+                    in_flight = not sampler.can_end(now_ns, end_ns)
                 except ClockJumpError as err:
                     self._on_clock_jump(str(err))
             if workflow.message == WAITING_FOR_CLOCK:
@@ -351,7 +355,8 @@ class RecordingSession:
                     self._session_pending = False
                     workflow.message = ""
                     self.control(lambda wf, now: wf.begin_session(wf.task, now))
-            self.control(lambda wf, now: wf.tick(now))
+            if not (in_flight and workflow.state is State.RECORDING):
+                self.control(lambda wf, now: wf.tick(now))
         if self.status_dirty or time.monotonic() - self._last_status > STATUS_EVERY_S:
             self._hooks.publish_status()
 
