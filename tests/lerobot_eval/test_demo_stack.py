@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_ros.testing import pid_alive
+
 pytestmark = pytest.mark.ros
 REPO = Path(__file__).resolve().parents[2]
 TALKER = REPO / "ros_ws/src/lerobot_ros/launch/talker.launch.yaml"
@@ -31,18 +33,6 @@ DEMO = textwrap.dedent(
     time.sleep(600)
     """
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead for our purposes
-    except FileNotFoundError:
-        return False
 
 
 def test_a_killed_demo_process_takes_its_launched_stack_down(ros_env: dict[str, str], tmp_path: Path) -> None:
@@ -61,12 +51,12 @@ def test_a_killed_demo_process_takes_its_launched_stack_down(ros_env: dict[str, 
         demo.kill()
         demo.wait(10)
         deadline = time.monotonic() + 30
-        while _alive(launcher):
+        while pid_alive(launcher):
             assert time.monotonic() < deadline, f"launcher {launcher} still runs after the demo was killed"
             time.sleep(0.05)
         assert "SIGINT" in log.read_text()  # the launcher stopped its nodes in order
     finally:
         if demo.poll() is None:
             demo.kill()
-        if launcher and _alive(launcher):
+        if launcher and pid_alive(launcher):
             os.killpg(launcher, signal.SIGKILL)

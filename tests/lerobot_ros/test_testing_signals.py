@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_ros.testing import pid_alive
+
 pytestmark = pytest.mark.ros
 
 INNER_TEST = textwrap.dedent(
@@ -35,18 +37,6 @@ INNER_TEST = textwrap.dedent(
         time.sleep(600)
     """
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead for our purposes
-    except FileNotFoundError:
-        return False
 
 
 def _wait(condition, timeout: float, what: str) -> None:
@@ -76,16 +66,16 @@ def test_a_signalled_pytest_run_leaves_no_node_running(tmp_path: Path, sig: sign
         _wait(lambda: pid_file.exists() or run.poll() is not None, 120, "the inner test did not start its node")
         assert run.poll() is None, run.communicate()[0]
         node = int(pid_file.read_text())
-        assert _alive(node)
+        assert pid_alive(node)
         run.send_signal(sig)
         output = run.communicate(timeout=60)[0]
         # The node is stopped by the fixture's teardown (SIGTERM, SIGINT), or by its parent-death signal (SIGKILL).
-        _wait(lambda: not _alive(node), 30, f"node {node} still runs after pytest got {sig.name}:\n{output}")
+        _wait(lambda: not pid_alive(node), 30, f"node {node} still runs after pytest got {sig.name}:\n{output}")
         if sig is not signal.SIGKILL:
             assert run.returncode == pytest.ExitCode.INTERRUPTED, output
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
-        if node and _alive(node):
+        if node and pid_alive(node):
             os.kill(node, signal.SIGKILL)

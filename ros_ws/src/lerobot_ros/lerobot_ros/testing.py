@@ -257,6 +257,19 @@ class ProcessGroup:
         return iter(self._processes)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, exited but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def _poll(condition: Callable[[], Any], timeout: float, describe: Callable[[], str], interval: float = 0.05) -> Any:
     deadline = time.monotonic() + timeout
     while True:
