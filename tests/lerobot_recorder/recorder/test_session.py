@@ -363,3 +363,40 @@ def test_an_episode_ends_with_the_frames_whose_samples_were_still_in_flight(tmp_
     assert on_time == (5, 0)  # 0.5 s at 10 fps from the first message after the start (20 ms later)
     # The late run's frame 0 may be at the start itself (a message stamped at the start, delivered later): 6 slots.
     assert late[1] == 0 and late[0] in (5, 6), (on_time, late)
+
+
+def test_messages_lost_across_the_episode_start_are_counted_as_dropped_frames(tmp_path: Path) -> None:
+    """The joint states of the episode's first 0.3 s never reached the session (its subscription queue overflowed
+    while the recorder was busy starting the episode; the node knows from the publisher's sequence numbers). Frame
+    0 waits for the first joint state received, and the slots before it used to be neither saved nor counted
+    (2 frames of 5 here, 0 dropped). They are dropped frames now, and the status and /diagnostics say why."""
+    node = Node()
+    session = make_session(tmp_path, node, episodes=1)
+    session.activate(start_session=False)
+    run(node, session, 0.3)  # both topics at 50 Hz: the clock is known, the recorder idle
+    assert session.accept_goal(active=True) is None
+    session.start_goal("pick", 0.5)
+    lost = 0
+    for _ in range(30):
+        node.now += NS // 50
+        if lost < 15:
+            lost += 1  # published, never taken
+        else:
+            session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)), lost=lost)
+            lost = 0
+        session.on_message("/c", image_cdr(node.now, 7))
+        session.tick()
+    diagnostics = session.diagnostics()
+    for _ in range(3000):
+        outcome, _ = session.goal_progress()
+        if outcome.get("done"):
+            break
+        run(node, session, 0.02)
+        threading.Event().wait(0.005)  # the save runs in the dataset thread
+    assert outcome["saved"], outcome
+    assert outcome["frames"] + outcome["dropped"] == 5, outcome  # 0.5 s at 10 fps from the first image
+    assert outcome["frames"] == 2 and outcome["dropped"] == 3
+    assert diagnostics.values["lost_messages"] == "15" and diagnostics.values["lost_messages./j"] == "15"
+    assert diagnostics.values["dropped_lost"] == "3" and diagnostics.level is Level.WARN
+    assert "/j: 15 message(s) lost before the recorder took them" in node.log.text("warning")
+    session.release()

@@ -32,12 +32,22 @@ taken, and the episode goes on: a clock reading later releases frames sooner but
 The work of one `poll` is bounded: a stretch of frame slots where no topic has data (the clock leapt ahead) is
 counted as stale drops in one step, not walked one slot at a time.
 
+Messages lost before they reached the sampler (a subscription queue that overflowed while the recorder was busy,
+a best-effort transport) are reported with the next message (`push(..., lost=n)`, from the publisher's sequence
+numbers) and counted per feature (`LiveStats.lost_by_feature`). Frame 0 waits for every feature's first sample
+*received*; when a feature's messages were lost across the episode start, it had data earlier than that: the
+slots from the first time every feature had data (the lost stamps taken as spread evenly between the received
+ones on either side) to frame 0 are counted as dropped (`LiveStats.frames_dropped_lost`), not silently missing
+from the episode. Lost messages inside the episode leave the frames holding the newest sample received (judged
+by `max_age_ns` as ever) and are counted the same way.
+
 Memory is bounded: per feature only the newest sample at or before the next frame time and the ones after it
 are kept, and at most `max_samples` of them.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -161,6 +171,10 @@ class LiveStats:
     ignored_before_start: int = 0
     late_by_feature: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)  # refused stamps by reason (STAMP_REJECTIONS)
+    # Messages lost before they reached the sampler (sequence gaps), per feature, and the frames from the episode
+    # start that they cost (slots before frame 0 where every feature had data, but not all of it arrived).
+    lost_by_feature: dict[str, int] = field(default_factory=dict)
+    frames_dropped_lost: int = 0
 
 
 class LiveSampler:
@@ -210,6 +224,10 @@ class LiveSampler:
         self._next_slot = 0
         self._clock_changed = False
         self._phase = GridPhase(self._features, fps)
+        # Per feature, messages reported lost and not yet placed (a sample that carries the report is refused).
+        self._unplaced_lost: dict[str, int] = {}
+        # Per feature, the estimated first stamp in the episode of a message lost before its first received one.
+        self._lost_first: dict[str, int] = {}
         self.report = self._new_report()
         self.live = LiveStats()
 
@@ -260,17 +278,26 @@ class LiveSampler:
         self._phase = GridPhase(self._features, self.fps)
         for buf in self._buffers.values():
             buf.clear()
+        self._unplaced_lost.clear()
+        self._lost_first.clear()
         self.report = self._new_report()
         self.live = LiveStats()
         return self._start_ns
 
-    def push(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None = None) -> str | None:
-        """Add a sample of feature `key` (received at clock time `receive_ns`, when known).
+    def push(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None = None, lost: int = 0) -> str | None:
+        """Add a sample of feature `key` (received at clock time `receive_ns`, when known); `lost`: messages of its
+        topic published between the previous one received and this one that never arrived (sequence gap).
 
         Returns None when the sample was taken, else why not (one of STAMP_REJECTIONS, "out_of_order",
         "before_start"). Raises ClockJumpError when the stamps moved to a new clock during an episode (or,
         without receive times, when the feature's stamps went back by more than `clock_jump_ns`).
         """
+        if lost < 0:
+            raise ValueError(f"lost must be >= 0, got {lost}")
+        if lost:
+            self._unplaced_lost[key] = self._unplaced_lost.get(key, 0) + lost
+            if self._start_ns is not None:
+                self.live.lost_by_feature[key] = self.live.lost_by_feature.get(key, 0) + lost
         reason = self._judge(key, stamp_ns, payload, receive_ns)
         if reason is not None:
             return reason
@@ -278,13 +305,17 @@ class LiveSampler:
 
     def _store(self, key: str, stamp_ns: int, payload: Any) -> str | None:
         """Keep a sample that passed the checks."""
+        previous = self._last_stamp.get(key)
         self._last_stamp[key] = stamp_ns
+        lost = self._unplaced_lost.pop(key, 0)
         if self._start_ns is None:
             return None
         if stamp_ns < self._start_ns:
             self.live.ignored_before_start += 1
             return "before_start"
         stats = self.report.features[key]
+        if lost and stats.first_stamp_ns is None:
+            self._place_lost_before_first(key, previous, stamp_ns, lost)
         if self._t0 is not None and stamp_ns <= frame_time(self._t0, self._next_slot - 1, self.fps):
             self.live.late_samples += 1
             self.live.late_by_feature[key] = self.live.late_by_feature.get(key, 0) + 1
@@ -300,6 +331,34 @@ class LiveSampler:
             self.live.overflow += 1
         self._phase.add(key, stamp_ns)
         return None
+
+    def _place_lost_before_first(self, key: str, previous: int | None, stamp_ns: int, lost: int) -> None:
+        """`lost` messages of `key` came between its previous sample (`previous`) and its first one in the
+        episode (`stamp_ns`): the stamp of the first of them at or after the episode start, when one is (the lost
+        stamps are taken as spread evenly between the two received ones; without a previous one: the start)."""
+        assert self._start_ns is not None
+        if previous is None or previous >= stamp_ns:
+            self._lost_first[key] = self._start_ns
+            return
+        step = (stamp_ns - previous) / (lost + 1)
+        index = max(1, math.ceil((self._start_ns - previous) / step))
+        if index <= lost:
+            self._lost_first[key] = max(self._start_ns, previous + round(index * step))
+
+    def _count_lost_start(self) -> None:
+        """Frame 0 was just placed: count the slots before it where every feature had data, had its lost
+        messages arrived (see `_place_lost_before_first`), as dropped."""
+        assert self._t0 is not None
+        if not self._lost_first:
+            return
+        had_data = max(
+            min(f.first_stamp_ns or 0, self._lost_first.get(k, f.first_stamp_ns or 0))
+            for k, f in self.report.features.items()
+        )
+        missed = 0
+        while frame_time(self._t0, -(missed + 1), self.fps) >= had_data:
+            missed += 1
+        self.live.frames_dropped_lost = missed
 
     def _judge(self, key: str, stamp_ns: int, payload: Any, receive_ns: int | None) -> str | None:
         """Why the sample cannot be used (None: it can); raises ClockJumpError on a clock reset in an episode."""
@@ -526,6 +585,7 @@ class LiveSampler:
             return False
         self._t0 = self._phase.choose()
         self.report.t0_ns = self._t0
+        self._count_lost_start()
         return True
 
     def _release(self, due_until: int, stop_at: int | None = None, force: bool = False) -> list[AlignedFrame]:

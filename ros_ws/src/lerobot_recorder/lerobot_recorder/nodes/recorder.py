@@ -15,6 +15,7 @@ default name `recorder`):
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -35,7 +36,7 @@ from lerobot_msgs.action import RecordEpisode
 from lerobot_msgs.msg import RecorderStatus
 from lerobot_recorder.dataset import DatasetError
 from lerobot_recorder.recorder import RecorderError, WorkflowError
-from lerobot_recorder.recorder.messages import build_typestore
+from lerobot_recorder.recorder.messages import SequenceGaps, build_typestore
 from lerobot_recorder.recorder.parameters import RecorderParameters
 from lerobot_recorder.recorder.session import (
     RecordingSession,
@@ -77,6 +78,7 @@ class Recorder(LifecycleNode):
         # Not `_subscriptions`: that is rclpy's list of the node's subscriptions (the executor waits on it);
         # replacing it dropped the /clock subscription of use_sim_time, so sim time never advanced here.
         self._contract_subscriptions: list[Any] = []
+        self._gaps = SequenceGaps()
         self._tick_timer: Any = None
         self._control_group = ReentrantCallbackGroup()
         self._tick_group = MutuallyExclusiveCallbackGroup()
@@ -192,13 +194,14 @@ class Recorder(LifecycleNode):
         )
         self._session.configure(contract, writer, workflow, sampling, typestore, with_header)
         reliability = ReliabilityPolicy.RELIABLE if config.reliable else ReliabilityPolicy.BEST_EFFORT
-        qos = QoSProfile(depth=config.queue_depth, reliability=reliability)
+        depths = self._session.queue_depths(config.queue_depth, config.clock_jump_s)
         for topic, msgtype in self._session.topics.items():
+            qos = QoSProfile(depth=depths[topic], reliability=reliability)
             self._contract_subscriptions.append(
                 self.create_subscription(
                     import_message_type(msgtype),
                     topic,
-                    lambda raw, topic=topic: self._session.on_message(topic, raw),
+                    functools.partial(self._on_message, topic),  # (raw, info): with the sequence numbers
                     qos,
                     callback_group=self._sub_group,
                     raw=True,
@@ -210,6 +213,10 @@ class Recorder(LifecycleNode):
         )
         self._session.status_dirty = True
         self._publish_status()
+
+    def _on_message(self, topic: str, raw: bytes, info: Any) -> None:
+        """A contract topic's message, with the count of its publisher's messages lost before it (queue overflow)."""
+        self._session.on_message(topic, raw, lost=self._gaps.lost_from_info(topic, info))
 
     def _wait_for_topics(self, contract: Contract, timeout: float) -> None:
         if timeout <= 0:
@@ -274,6 +281,7 @@ class Recorder(LifecycleNode):
         subscriptions, self._contract_subscriptions = self._contract_subscriptions, []
         for sub in subscriptions:
             self.destroy_subscription(sub)
+        self._gaps = SequenceGaps()  # new subscriptions see the publishers afresh
         if self._tick_timer is not None:
             self.destroy_timer(self._tick_timer)
             self._tick_timer = None

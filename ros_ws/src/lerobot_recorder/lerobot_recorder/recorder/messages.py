@@ -70,3 +70,33 @@ def has_header(store: Typestore, msgtype: str) -> bool:
         return False
     node = fields[0][1]
     return bool(node[0].name == "NAME" and node[1] == HEADER_TYPE)
+
+
+class SequenceGaps:
+    """Messages lost on the way to a subscription, from the publishers' sequence numbers (rclpy's MessageInfo).
+
+    DDS numbers each writer's samples 1, 2, 3, ...; a subscription whose KEEP_LAST queue overflowed (the node was
+    busy) or whose best-effort transport dropped samples sees a gap. Tracked per topic and publisher (its GID), so
+    several publishers on one topic do not look like gaps. A number that does not follow on (a publisher that
+    restarted with the same GID, a middleware without sequence numbers: None) starts the count afresh.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, bytes], int] = {}
+
+    def lost(self, topic: str, publisher: bytes, sequence: int | None) -> int:
+        """Messages of `publisher` on `topic` sent between the previous one seen and this one (`sequence`)."""
+        if sequence is None:
+            return 0
+        key = (topic, publisher)
+        last = self._last.get(key)
+        self._last[key] = sequence
+        if last is None or sequence <= last:
+            return 0
+        return sequence - last - 1
+
+    def lost_from_info(self, topic: str, info: Any) -> int:
+        """`lost` from an rclpy MessageInfo (a dict: `publication_sequence_number`, `publisher_gid`)."""
+        gid = info.get("publisher_gid") or {}
+        publisher = bytes(gid.get("data", b"")) if isinstance(gid, dict) else b""
+        return self.lost(topic, publisher, info.get("publication_sequence_number"))

@@ -32,7 +32,9 @@ class RecorderParameters:
         10.0, "wait this long at configure for the contract topics; 0 = do not check", low=0.0, high=3600.0
     )
     reliable: bool = param(False, "subscribe RELIABLE (needs reliable publishers); default BEST_EFFORT")
-    queue_depth: int = param(30, "subscription depth", low=1, high=10000)
+    queue_depth: int = param(
+        30, "subscription depth of image topics (others: at least clock_jump_s at 1 kHz)", low=1, high=10000
+    )
     max_queue_s: float = param(
         2.0, "sampled frames waiting for the writer, in seconds, before frames are dropped", low=0.1, high=600.0
     )

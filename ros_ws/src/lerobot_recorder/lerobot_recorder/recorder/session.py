@@ -17,6 +17,7 @@ marker); the status and /diagnostics contents are assembled in `recorder.status`
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,11 @@ from lerobot_recorder.recorder.messages import has_header, header_stamp_ns
 from lerobot_recorder.recorder.sink import EpisodeSink, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 
+# Small messages (joint states, ...) get a subscription queue that spans `clock_jump_s` -- the longest stall the
+# sampler still takes as a late delivery -- at up to this rate: 1000 deep by default (1 s at 1 kHz, 10 s at 100 Hz;
+# a JointState is a few hundred bytes). `queue_depth` (30) alone spanned 0.3 s of 100 Hz joint states.
+MAX_STATE_RATE_HZ = 1000
+MAX_QUEUE_DEPTH = 10000
 WAITING_FOR_CLOCK = "waiting for /clock (use_sim_time is true and no clock message came yet)"
 WARN_EVERY_S = 2.0
 STATUS_EVERY_S = 0.5
@@ -153,6 +159,9 @@ class RecordingSession:
         self.episode_index = 0
         self.num_saved = 0
         self.bad_messages = 0
+        # Messages published on a contract topic that never reached the session (a gap in the publisher's
+        # sequence numbers: the subscription queue overflowed, or a best-effort transport lost them), per topic.
+        self.lost_messages: dict[str, int] = {}
         self.config_error = ""
         self.status_dirty = True
         self.exit_code: int | None = None
@@ -224,6 +233,14 @@ class RecordingSession:
         """Topic -> message type of every contract topic (what the node subscribes to)."""
         return {topic: feats[0].type for topic, feats in self._by_topic.items()}
 
+    def queue_depths(self, queue_depth: int, clock_jump_s: float) -> dict[str, int]:
+        """Topic -> subscription depth: `queue_depth` for images (their memory: 30 x 0.9 MB at 640x480 spans 1 s
+        at 30 fps), and at least `clock_jump_s` at `MAX_STATE_RATE_HZ` for other topics."""
+        small = min(MAX_QUEUE_DEPTH, max(queue_depth, math.ceil(MAX_STATE_RATE_HZ * clock_jump_s)))
+        return {
+            topic: queue_depth if any(f.is_image for f in feats) else small for topic, feats in self._by_topic.items()
+        }
+
     def activate(self, start_session: bool) -> None:
         """Sampling starts; with `start_session`, a session starts once every topic delivers (like lerobot-record,
         which connects the robot first)."""
@@ -261,11 +278,14 @@ class RecordingSession:
 
     # Data path
 
-    def on_message(self, topic: str, raw: bytes) -> None:
-        """One raw (CDR) message of a contract topic."""
+    def on_message(self, topic: str, raw: bytes, lost: int = 0) -> None:
+        """One raw (CDR) message of a contract topic; `lost`: messages its publisher sent since the previous one
+        that never arrived here (from the publisher's sequence numbers, see `recorder.messages.SequenceGaps`)."""
         sampler = self.sampler
         if sampler is None:
             return
+        if lost:
+            self._on_lost(topic, lost)
         now = self._hooks.now_ns()
         if now == 0:
             # use_sim_time and no /clock yet (ROS time 0 is "not set"): no receive time to judge the stamp by, and
@@ -290,7 +310,8 @@ class RecordingSession:
         with self.lock:
             try:
                 refused = [
-                    sampler.push(key, stamp, payload, now) in STAMP_REJECTIONS for key, payload in payloads.items()
+                    sampler.push(key, stamp, payload, now, lost=lost) in STAMP_REJECTIONS
+                    for key, payload in payloads.items()
                 ]
             except ClockJumpError as err:
                 self._on_clock_jump(str(err))
@@ -302,6 +323,19 @@ class RecordingSession:
                 if self.workflow is not None:
                     self.workflow.message = problem
                     self.status_dirty = True
+
+    def _on_lost(self, topic: str, lost: int) -> None:
+        """Count and name messages that never reached the recorder (they cannot be taken, but are not hidden)."""
+        with self.lock:
+            self.lost_messages[topic] = self.lost_messages.get(topic, 0) + lost
+            problem = (
+                f"{topic}: {lost} message(s) lost before the recorder took them (subscription queue overflow "
+                f"or transport loss; {self.lost_messages[topic]} in all): raise queue_depth or reduce the load"
+            )
+            self._warn_throttled(problem)
+            if self.workflow is not None:
+                self.workflow.message = problem
+                self.status_dirty = True
 
     @property
     def _stamp_header(self) -> bool:

@@ -78,7 +78,8 @@ def episode_counts(sampler: LiveSampler | None, sink: EpisodeSink | None) -> dic
     if sampler is None or sink is None:
         return {"frames": 0, "dropped": 0}
     report = sampler.report
-    dropped = report.frames_dropped + sink.counters.overrun + sink.counters.bad_frames
+    lost_at_start = sampler.live.frames_dropped_lost
+    dropped = report.frames_dropped + lost_at_start + sink.counters.overrun + sink.counters.bad_frames
     return {"frames": report.frames_kept - sink.counters.overrun - sink.counters.bad_frames, "dropped": dropped}
 
 
@@ -116,6 +117,9 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
     values["state"] = state.name.lower()
     values["episodes_saved"] = str(session.num_saved)
     values["bad_messages"] = str(session.bad_messages)
+    values["lost_messages"] = str(sum(session.lost_messages.values()))
+    for topic, count in sorted(session.lost_messages.items()):
+        values[f"lost_messages.{topic}"] = str(count)
     if sampler is not None and sink is not None:
         report, live = sampler.report, sampler.live
         counts = episode_counts(sampler, sink)
@@ -124,6 +128,7 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
             dropped=str(counts["dropped"]),
             dropped_stale=str(report.frames_dropped_stale),
             dropped_sync=str(report.frames_dropped_tolerance),
+            dropped_lost=str(live.frames_dropped_lost),
             dropped_overrun=str(sink.counters.overrun),
             dropped_bad_input=str(sink.counters.bad_frames),
             late_samples=str(live.late_samples),
@@ -143,7 +148,15 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
         if sampler.active and sampler.waiting_for:
             values["waiting_for"] = ", ".join(sampler.waiting_for)
     dropping = bool(
-        (sampler is not None and (sampler.report.frames_dropped or sampler.live.rejected))
+        (
+            sampler is not None
+            and (
+                sampler.report.frames_dropped
+                or sampler.live.rejected
+                or sampler.live.frames_dropped_lost
+                or sampler.live.lost_by_feature
+            )
+        )
         or (sink and sink.counters.overrun)
     )
     problem = workflow.message if workflow is not None else session.config_error

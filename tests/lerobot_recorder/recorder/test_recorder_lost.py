@@ -1,0 +1,41 @@
+"""Messages lost before the recorder took them are counted and named, not silently missing (issue 18)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from recorder_helpers import Diagnostics, start_recorder, start_streams, status_watcher
+
+pytestmark = pytest.mark.ros
+
+
+def test_a_burst_that_overflows_the_subscription_queue_is_counted_as_lost(processes, ros_node, tmp_path: Path) -> None:
+    """A burst of 300 images on one camera topic into a queue 1 deep: the recorder cannot take them as fast as they
+    come, and the gaps in the burst publisher's sequence numbers are counted on /diagnostics, per topic."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    diagnostics = Diagnostics(ros_node)
+    watcher = status_watcher(ros_node)
+    start_streams(processes)
+    start_recorder(processes, tmp_path / "ds", start_session=False, queue_depth=1)
+    watcher.wait_state("idle", timeout=40)
+    before = diagnostics.wait_for(lambda v: "lost_messages" in v)
+    topic = "/cameras/front/image_raw"
+    publisher = ros_node.create_publisher(Image, topic, QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE))
+    for _ in range(200):  # the recorder's subscription matched (messages before that reach nobody)
+        if publisher.get_subscription_count() > 0:
+            break
+        time.sleep(0.05)
+    count = 300
+    for _ in range(count):
+        msg = Image(height=1, width=1, encoding="rgb8", step=3, data=bytes(3))
+        msg.header.stamp = ros_node.get_clock().now().to_msg()
+        publisher.publish(msg)
+    key = f"lost_messages.{topic}"
+    values = diagnostics.wait_for(lambda v: int(v.get(key, "0")) > int(before.get(key, "0")))
+    lost = int(values[key])
+    assert 0 < lost < count, values
+    assert int(values["lost_messages"]) >= lost
