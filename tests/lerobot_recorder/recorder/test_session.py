@@ -365,24 +365,23 @@ def test_an_episode_ends_with_the_frames_whose_samples_were_still_in_flight(tmp_
     assert late[1] == 0 and late[0] in (5, 6), (on_time, late)
 
 
-def test_messages_lost_across_the_episode_start_are_counted_as_dropped_frames(tmp_path: Path) -> None:
-    """The joint states of the episode's first 0.3 s never reached the session (its subscription queue overflowed
-    while the recorder was busy starting the episode; the node knows from the publisher's sequence numbers). Frame
-    0 waits for the first joint state received, and the slots before it used to be neither saved nor counted
-    (2 frames of 5 here, 0 dropped). They are dropped frames now, and the status and /diagnostics say why."""
+def _episode_with_joints_missing_at_start(tmp_path: Path, reported_lost: bool) -> tuple[dict[str, Any], Node, Any]:
+    """One 0.5 s goal episode (10 fps; both topics at 50 Hz) whose first 0.3 s of joint states never reached the
+    session: lost on the way (`reported_lost`: the node saw the gap in the publisher's sequence numbers), or never
+    published (the publisher stalled). Returns the goal's outcome, the node and /diagnostics after frame 0."""
     node = Node()
     session = make_session(tmp_path, node, episodes=1)
     session.activate(start_session=False)
-    run(node, session, 0.3)  # both topics at 50 Hz: the clock is known, the recorder idle
+    run(node, session, 0.3)  # the clock is known, the recorder idle
     assert session.accept_goal(active=True) is None
     session.start_goal("pick", 0.5)
     lost = 0
     for _ in range(30):
         node.now += NS // 50
         if lost < 15:
-            lost += 1  # published, never taken
+            lost += 1  # published and never taken, or never published
         else:
-            session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)), lost=lost)
+            session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)), lost=lost if reported_lost else 0)
             lost = 0
         session.on_message("/c", image_cdr(node.now, 7))
         session.tick()
@@ -394,9 +393,30 @@ def test_messages_lost_across_the_episode_start_are_counted_as_dropped_frames(tm
         run(node, session, 0.02)
         threading.Event().wait(0.005)  # the save runs in the dataset thread
     assert outcome["saved"], outcome
+    session.release()
+    return outcome, node, diagnostics
+
+
+def test_messages_lost_across_the_episode_start_are_counted_as_dropped_frames(tmp_path: Path) -> None:
+    """The joint states of the episode's first 0.3 s never reached the session (its subscription queue overflowed
+    while the recorder was busy starting the episode; the node knows from the publisher's sequence numbers). Frame
+    0 waits for the first joint state received, and the slots before it used to be neither saved nor counted
+    (2 frames of 5 here, 0 dropped). They are dropped frames now, and the status and /diagnostics say why."""
+    outcome, node, diagnostics = _episode_with_joints_missing_at_start(tmp_path, reported_lost=True)
     assert outcome["frames"] + outcome["dropped"] == 5, outcome  # 0.5 s at 10 fps from the first image
     assert outcome["frames"] == 2 and outcome["dropped"] == 3
     assert diagnostics.values["lost_messages"] == "15" and diagnostics.values["lost_messages./j"] == "15"
     assert diagnostics.values["dropped_lost"] == "3" and diagnostics.level is Level.WARN
     assert "/j: 15 message(s) lost before the recorder took them" in node.log.text("warning")
-    session.release()
+    assert "(3 frame(s) before it dropped: messages lost on the way)" in node.log.text("warning")
+
+
+def test_a_publisher_stalled_at_the_start_shortens_the_episode_and_the_status_says_so(tmp_path: Path) -> None:
+    """Joint states that were never published: frame 0 is where every topic has data (the rule shared with
+    bag2dataset), so the slots before it are no frames and no drops -- but the shorter episode is not silent."""
+    outcome, node, diagnostics = _episode_with_joints_missing_at_start(tmp_path, reported_lost=False)
+    assert (outcome["frames"], outcome["dropped"]) == (2, 0)
+    assert diagnostics.values["lost_messages"] == "0" and diagnostics.values["frame0_delay_s"] == "0.320"
+    assert "frame 0 is 0.320 s after the episode start: no sample of observation.state until then" in node.log.text(
+        "warning"
+    )

@@ -249,6 +249,20 @@ class LiveSampler:
         return self._t0
 
     @property
+    def frame0_delay_ns(self) -> int | None:
+        """How long after the episode start (stamps' clock) frame 0 is (None until it is placed)."""
+        if self._t0 is None or self._start_ns is None:
+            return None
+        return self._t0 - self._start_ns
+
+    def first_after(self, delay_ns: int) -> list[str]:
+        """Features whose first sample in the episode is stamped more than `delay_ns` after its start."""
+        if self._start_ns is None:
+            return []
+        limit = self._start_ns + delay_ns
+        return [k for k, f in self.report.features.items() if f.first_stamp_ns is not None and f.first_stamp_ns > limit]
+
+    @property
     def waiting_for(self) -> list[str]:
         """Features without a sample yet in this episode (frame 0 waits for them)."""
         return [k for k, f in self.report.features.items() if f.first_stamp_ns is None]

@@ -347,6 +347,23 @@ class RecordingSession:
             self._last_warn = now
             self._log.warning(text)
 
+    def _on_frame0(self, sampler: LiveSampler) -> None:
+        """Frame 0 was placed: say so when it is later after the start than the latency window (a topic had no
+        sample until then: those slots hold no frame by the rule, and are not drops, but the episode is shorter)."""
+        delay = sampler.frame0_delay_ns
+        if delay is None or delay <= sampler.latency_ns or self.workflow is None:
+            return
+        late = sampler.first_after(sampler.latency_ns)
+        lost = sampler.live.frames_dropped_lost
+        text = f"frame 0 is {delay / NS:.3f} s after the episode start"
+        if late:
+            text += f": no sample of {', '.join(late)} until then"
+        if lost:
+            text += f" ({lost} frame(s) before it dropped: messages lost on the way)"
+        self._log.warning(text)
+        self.workflow.message = text
+        self.status_dirty = True
+
     def _on_clock_jump(self, text: str) -> None:
         message = f"{text}; the episode was ended there and saved (frames before the jump are consistent)"
         self._log.warning(message)
@@ -366,8 +383,11 @@ class RecordingSession:
                 try:
                     end_ns = self._episode_start_ns + round(workflow.duration_s * NS)
                     now_ns = self._hooks.now_ns()
+                    placed = sampler.t0_ns is not None
                     for frame in sampler.poll(now_ns, end_ns):
                         sink.put_frame(frame)
+                    if not placed and sampler.t0_ns is not None:
+                        self._on_frame0(sampler)
                     # The episode's time is up only once its last frames' samples are in (or late for good).
                     in_flight = not sampler.can_end(now_ns, end_ns)
                 except ClockJumpError as err:

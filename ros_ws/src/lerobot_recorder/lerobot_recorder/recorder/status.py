@@ -145,6 +145,9 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
             if feat.image:
                 values[f"{key}.images_reused"] = str(feat.reused)
                 values[f"{key}.images_unused"] = str(feat.unused)
+        delay = sampler.frame0_delay_ns
+        if delay is not None:
+            values["frame0_delay_s"] = f"{delay / NS:.3f}"
         if sampler.active and sampler.waiting_for:
             values["waiting_for"] = ", ".join(sampler.waiting_for)
     dropping = bool(
