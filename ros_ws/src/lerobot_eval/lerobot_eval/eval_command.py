@@ -9,6 +9,9 @@ handling, not the real-time behaviour (that is the executor node's and bench/ben
 With `--num-envs N` (or `--num-envs` alone: one env per core) the episodes run N at a time on an in-process
 vector env instead of the bridge (lerobot_eval.vector_evaluation): same controller, contract conversion,
 chunk handling and per-seed outcomes, more episodes per minute (1.7x with 2 envs on 2 cores, README).
+With `--num-envs N --through-ros` they run through the real nodes instead (lerobot_eval.ros_evaluation): N sim
+bridges in real time in namespaces /robot_0.., N action executors, and one policy node serving all N robots
+(its `robots` parameter) that runs the inferences due together as one batch.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--num-envs", nargs="?", const="auto", default=None, metavar="N",
         help="run N episodes at once on in-process simulations (no ROS); alone or 'auto': one per core",
     )  # fmt: skip
+    parser.add_argument(
+        "--through-ros", action="store_true",
+        help="with --num-envs N: N sim bridges (real time, namespaces /robot_0..) driven by N action executors and "
+        "one policy node batching their observations, instead of in-process simulations",
+    )  # fmt: skip
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -68,6 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         start_bridge=not args.no_bridge,
         step_timeout=args.step_timeout,
         num_envs=args.num_envs,
+        through_ros=args.through_ros,
     )
     report: dict[str, Any] = run_evaluation(settings, progress=print)
     (output_dir / "eval.json").write_text(json.dumps(report, indent=2) + "\n")

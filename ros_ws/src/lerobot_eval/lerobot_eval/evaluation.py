@@ -49,6 +49,7 @@ class EvalSettings:
     start_bridge: bool = True
     step_timeout: float = 30.0
     num_envs: str | None = None  # None: serial through the bridge; a number or "auto": in-process vector env
+    through_ros: bool = False  # with num_envs: N sim bridges, N executors and one batching policy node (real time)
 
 
 def load_for_eval(settings: EvalSettings) -> tuple[ChunkPolicy, Any]:
@@ -174,6 +175,56 @@ def _run_vector(
     return report
 
 
+def _run_through_ros(
+    settings: EvalSettings, policy: ChunkPolicy, contract: Any, fps: float, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """`--num-envs N --through-ros`: the episodes on N sim bridges through the nodes (lerobot_eval.ros_evaluation)."""
+    import dataclasses
+
+    from lerobot_eval import ros_evaluation
+    from lerobot_eval import vector_evaluation as vector
+    from lerobot_policy_node.core.policies import RemotePolicy
+    from lerobot_ros.command import CommandError
+
+    if not settings.start_bridge:
+        raise CommandError("--through-ros starts its own sim bridges and nodes: drop --no-bridge")
+    if isinstance(policy, RemotePolicy):
+        raise CommandError(f"--through-ros serves every robot from one policy node; {policy.name} keeps one episode "
+                           "state for every caller: evaluate it without --num-envs")  # fmt: skip
+    try:  # each robot is a bridge process: the same machine limit as the in-process workers
+        num_envs = vector.choose_num_envs(settings.num_envs or vector.AUTO, settings.episodes)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    visual = any(feature.visual for feature in policy.inputs)
+    node_contract = contract.select([feature.key for feature in policy.inputs] + ["action"])
+    cameras = settings.cameras if visual else ""  # no rendering the policy does not look at
+    result = ros_evaluation.run_ros_episodes(
+        settings=dataclasses.replace(settings, cameras=cameras), contract=node_contract, fps=fps,
+        num_envs=num_envs, progress=progress,
+    )  # fmt: skip
+    totals: dict[str, Any] = {"accepted": 0, "rejected": 0, "max_boundary_step": 0.0, "max_inner_step": 0.0}
+    for values in result["executors"]:
+        totals["accepted"] += int(values.get("chunks_accepted", 0))
+        # Chunks that arrive while the supervisor has an executor stopped (between episodes) are refused by design.
+        stopped = int(values.get("rejected_disabled", 0))
+        totals["rejected"] += int(values.get("chunks_rejected", 0)) - stopped
+        totals["refused_while_stopped"] = totals.get("refused_while_stopped", 0) + stopped
+        totals["max_boundary_step"] = max(totals["max_boundary_step"], values.get("max_boundary_step", 0.0))
+        totals["max_inner_step"] = max(totals["max_inner_step"], values.get("max_inner_step", 0.0))
+    report = _report(settings, contract, result["episodes"], totals, [], [])
+    sizes = {int(k): int(v) for k, v in (p.split(":") for p in result["policy"].get("batch_sizes", "").split(",") if p)}
+    report.update(
+        num_envs=num_envs, through_ros=True, mode="real time through ROS", wall_s=result["wall_s"],
+        startup_s=result["total_s"] - result["wall_s"],
+        episodes_per_minute=vector.episodes_per_minute(len(result["episodes"]), result["wall_s"]),
+        policy_processes=result["policy_processes"], policy_batch_sizes={
+            "counts": sizes, "batched": sum(n for k, n in sizes.items() if k > 1),
+            "mean": sum(k * n for k, n in sizes.items()) / max(1, sum(sizes.values())), "max": max(sizes, default=0),
+        },
+    )  # fmt: skip
+    return report
+
+
 def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> dict[str, Any]:
     """Run the episodes; returns the JSON-ready report (success rate, returns, chunk and inference statistics)."""
     from lerobot_ros.command import CommandError
@@ -192,6 +243,10 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
     from lerobot_sim_bridge.errors import SimBridgeError
     from lerobot_sim_bridge.ros_env import RosRobotEnv
 
+    if settings.num_envs is not None and settings.through_ros:
+        return _run_through_ros(settings, policy, contract, fps, progress)
+    if settings.through_ros:
+        raise CommandError("--through-ros runs several robots at once: give --num-envs N (or --num-envs auto)")
     if settings.num_envs is not None:
         return _run_vector(settings, policy, contract, fps, camera_key, progress)
     bridge = _start_bridge(settings, namespace, fps) if settings.start_bridge else None

@@ -52,6 +52,7 @@ from std_msgs.msg import String
 from lerobot_contract import ContractError
 from lerobot_contract.time import NS
 from lerobot_msgs.msg import ActionChunk, PolicyStatus
+from lerobot_policy_node.core.batching import parse_robots
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import BlendMode
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
@@ -59,6 +60,7 @@ from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkP
 from lerobot_policy_node.core.resolve import resolve_policy
 from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
+from lerobot_policy_node.nodes.robot_lanes import RobotLanes
 from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, diagnostic_status
@@ -131,6 +133,16 @@ class PolicyNodeParameters:
         high=1.0,
     )
     remote_timeout: float = param(5.0, "per-call timeout of a grpc:// policy server (s)", low=0.01, high=600.0)
+    robots: tuple[str, ...] | None = param(
+        None,
+        "serve these robots (namespaces, e.g. [/robot_0, /robot_1]) from this one node, inferences due together "
+        "in one batch; each gets the contract's topics in its namespace, <robot><chunk_topic> and "
+        "<robot>/policy/status; unset = the contract's own robot",
+    )
+    batch_window: float = param(
+        0.05, "robots: a robot whose inference is due within this time joins a batch that starts now (s)", low=0.0,
+        high=10.0,
+    )  # fmt: skip
 
 
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
@@ -230,6 +242,7 @@ class PolicyNode(LifecycleNode):
         self._chunk_task = ""
         self._rtc: RtcSettings | None = None
         self._rtc_last: tuple[int, np.ndarray] | None = None  # (observation stamp, actions) of the last chunk published
+        self._lanes: RobotLanes | None = None  # with `robots`: one lane per robot (nodes/robot_lanes.py)
         self._chunk_pub = self.create_publisher(ActionChunk, str(self._param("chunk_topic")), CHUNK_QOS)
         self._status_pub = self.create_publisher(PolicyStatus, "~/status", STATUS_QOS)
         self._diagnostics = DiagnosticsPublisher(self)
@@ -278,6 +291,10 @@ class PolicyNode(LifecycleNode):
             scheduler_config = self._scheduler_config_of(config)
             with self._lock:
                 self._scheduler.config = scheduler_config
+        if changed & SCHEDULER_PARAMETERS.keys() and self._lanes is not None:
+            lanes_config = self._scheduler_config()
+            with self._lock:
+                self._lanes.set_scheduler_config(lanes_config)
 
     def _scheduler_config_of(self, config: PolicyNodeParameters) -> SchedulerConfig:
         assert self._scheduler is not None
@@ -314,12 +331,22 @@ class PolicyNode(LifecycleNode):
             raise PolicyLoadError(
                 "parameter `checkpoint` is empty: set a checkpoint directory, Hub repo id or scripted"
             )
+        robots = parse_robots(self._param("robots"))
         policy, contract = resolve_policy(
             spec,
             str(self._param("contract")),
             device=str(self._param("device")),
             remote_timeout=float(self._param("remote_timeout")),
         )
+        if robots:
+            qos = {"chunk": CHUNK_QOS, "status": STATUS_QOS, "image": IMAGE_QOS, "vector": VECTOR_QOS}
+            self._lanes = RobotLanes(self, policy, contract, robots, self._scheduler_config(), qos)
+            self._policy, self._period_ns = policy, self._lanes.period_ns
+            self.get_logger().info(
+                f"configured: {policy.name} ({policy.horizon} steps at {NS / self._period_ns:g} Hz) for "
+                f"{len(robots)} robots {list(robots)}, batched; task {self._param('task')!r}"
+            )
+            return
         self._mapping = ActionMapping(contract, policy.action_dim, policy.action_names)
         self._assembler = ObservationAssembler(
             contract,
@@ -392,6 +419,11 @@ class PolicyNode(LifecycleNode):
         return on_message
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._lanes is not None:
+            self._lanes.start()
+            self._set_state("active", "")
+            self.get_logger().info("active")
+            return super().on_activate(state)
         assert self._assembler is not None and self._scheduler is not None
         with self._lock:
             self._assembler.start(self._now_ns())
@@ -416,6 +448,9 @@ class PolicyNode(LifecycleNode):
         for sub in self._subscriptions_made:
             self.destroy_subscription(sub)
         self._subscriptions_made.clear()
+        if self._lanes is not None:
+            self._lanes.destroy()
+            self._lanes = None
         if isinstance(self._policy, RemotePolicy):
             self._policy.close()
         self._policy = self._assembler = self._mapping = self._scheduler = None
@@ -437,6 +472,8 @@ class PolicyNode(LifecycleNode):
         """Stop dispatching; results of inferences still running are dropped (deactivate, cleanup, `main`)."""
         self._stop.set()
         self._new_message.set()
+        if self._lanes is not None:
+            self._lanes.stop()
         if self._dispatcher is not None and self._dispatcher is not threading.current_thread():
             self._dispatcher.join(timeout=5.0)
         self._dispatcher = None
@@ -615,15 +652,17 @@ class PolicyNode(LifecycleNode):
             msg.state = "error"
         msg.policy = self._policy.name if self._policy is not None else str(self._param("checkpoint"))
         msg.device = str(self._param("device"))
-        msg.chunks_published = self._chunk_id
-        msg.last_inference_time = float(self._last_inference)
+        msg.chunks_published = self._chunk_id if self._lanes is None else self._lanes.chunks_published
+        msg.last_inference_time = float(self._last_inference if self._lanes is None else self._lanes.last_inference)
         msg.mean_inference_time = float(self._scheduler.mean_inference_s) if self._scheduler is not None else 0.0
         msg.observation_age = float(self._observation_age)
-        msg.stale_observations = self._stale
+        msg.stale_observations = self._stale if self._lanes is None else self._lanes.stale
         msg.message = "; ".join(f.message for f in failures) if failures else self._message
         msg.task = self._task
         msg.last_chunk_task = self._chunk_task
         self._status_pub.publish(msg)
+        if self._lanes is not None:
+            self._lanes.publish_status(msg.state, msg.device, msg.task)
         self._publish_diagnostics(msg)
 
     def _clock_offset_text(self) -> str:
@@ -654,6 +693,8 @@ class PolicyNode(LifecycleNode):
             "task": status.task,
             "last_chunk_task": status.last_chunk_task,
         }
+        if self._lanes is not None:
+            values.update(self._lanes.diagnostic_values())
         name = f"{self.get_fully_qualified_name()}: policy"
         self._diagnostics.publish(
             diagnostic_status(name, level, status.message or status.state, values, hardware_id="policy"),

@@ -1,0 +1,120 @@
+"""`lerobot-ros eval --num-envs N --through-ros`: N sim bridges, N executors and ONE batching policy node.
+
+Through real processes: two bridges in real time (/robot_0, /robot_1), two action executors, one policy node with
+`robots: [/robot_0, /robot_1]` serving the tiny random ACT of test_parallel_eval (joints and block/goal positions).
+The episodes run in real time (the executor ticks on the wall clock; the nodes cannot run in lockstep), so their
+steps and returns are not the lockstep ones; what is compared with the serial evaluation on the same seeds is what
+a seed decides: the episode's start (where the seed puts block and goal: x, y exactly, heights within 0.5 mm since
+the supervisor catches the first pose in real time) and its outcome (this policy never succeeds: every episode ends
+at the time limit in both, which is a weak comparison, stated as such). About 25 s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from lerobot_policy_node.core.batching import BatchSizes, parse_robots, robot_contract, robot_topic
+from lerobot_policy_node.core.errors import PolicyConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACT_PATH = REPO / "config" / "contracts" / "so101_sim.yaml"
+
+
+def _tiny_act(directory: Path) -> Path:
+    from tests.lerobot_eval.test_parallel_eval import tiny_act
+
+    return tiny_act(directory, yaml.safe_load(CONTRACT_PATH.read_text()), None)
+
+
+def _settings(out: Path, checkpoint: Path, num_envs: str | None, through_ros: bool, episodes: int) -> Any:
+    from lerobot_eval.evaluation import EvalSettings
+
+    out.mkdir(parents=True)
+    return EvalSettings(
+        checkpoint=str(checkpoint), contract="", episodes=episodes, max_steps=30, seed=11, env_id="so101_pick_place",
+        cameras="front:320x240", videos=0, blend="crossfade", threshold=0.5, device="cpu", output_dir=out,
+        num_envs=num_envs, through_ros=through_ros,
+    )  # fmt: skip
+
+
+@pytest.mark.ros
+def test_two_robots_through_ros_share_one_batching_policy_node(tmp_path: Path, ros_domain: int) -> None:
+    from lerobot_contract import Contract
+    from lerobot_eval.evaluation import run_evaluation
+    from lerobot_sim_bridge.contract_env import SimContractEnv
+
+    checkpoint = _tiny_act(tmp_path / "pretrained_model")
+    lines: list[str] = []
+    report = run_evaluation(_settings(tmp_path / "ros", checkpoint, "2", True, 3), progress=lines.append)
+    rows = report["per_episode"]
+    assert [r["seed"] for r in rows] == [11, 12, 13] and report["num_envs"] == 2 and report["through_ros"]
+    assert {r["robot"] for r in rows} == {"/robot_0", "/robot_1"}  # both robots ran episodes
+    assert all(r["end"] == "time_limit" and r["chunks"] > 0 and r["steps"] > 0 for r in rows)
+    # One policy node process served both robots, and ran inferences of both in one batch.
+    assert report["policy_processes"] == 1
+    sizes = report["policy_batch_sizes"]
+    assert sizes["max"] == 2 and sizes["batched"] > 0, sizes
+    # Both executors took chunks (a late one may be refused as stale in real time: not asserted).
+    assert report["chunks"]["accepted"] > 0
+    # The serial evaluation on the same seeds: same outcome, and the same episode start (block and goal) per seed.
+    serial = run_evaluation(_settings(tmp_path / "serial", checkpoint, None, False, 3), progress=lambda _: None)
+    assert [r["success"] for r in rows] == [r["success"] for r in serial["per_episode"]]
+    contract = Contract.load(CONTRACT_PATH).select(["observation.state", "observation.environment_state", "action"])
+    env = SimContractEnv("so101_pick_place", contract.to_dict(), 30.0, "", 30)
+    try:
+        for row in rows:
+            observation, _ = env.reset(seed=row["seed"])
+            start = np.asarray(observation["observation.environment_state"], dtype=np.float32)
+            ros = np.asarray(row["initial_environment_state"], dtype=np.float32)
+            # Block and goal placed by the seed: the same x, y. The height is the first pose the supervisor caught
+            # in real time, after the block settled by up to 0.2 mm in the first physics steps.
+            np.testing.assert_array_equal(ros[[0, 1, 3, 4]], start[[0, 1, 3, 4]])
+            np.testing.assert_allclose(ros[[2, 5]], start[[2, 5]], atol=5e-4)
+    finally:
+        env.close()
+
+
+def test_robot_namespaces_are_checked_in_one_line() -> None:
+    assert parse_robots(None) == () and parse_robots(["/robot_0", "/arm/b"]) == ("/robot_0", "/arm/b")
+    with pytest.raises(PolicyConfigError, match="not an absolute ROS namespace"):
+        parse_robots(["robot_0"])
+    with pytest.raises(PolicyConfigError, match="more than once"):
+        parse_robots(["/a", "/a"])
+
+
+def test_each_robot_gets_the_contract_topics_in_its_namespace() -> None:
+    from lerobot_contract import Contract
+
+    moved = robot_contract(Contract.load(CONTRACT_PATH), "/robot_1")
+    topics = {key: feature.topic for key, feature in moved.features.items()}
+    assert topics == {
+        "observation.state": "/robot_1/joint_states",
+        "action": "/robot_1/joint_commands",
+        "observation.environment_state": "/robot_1/sim/object_poses",
+        "observation.images.front": "/robot_1/cameras/front/image_raw",
+    }
+    assert robot_topic("/follower", "/follower", "/r") == "/r" and robot_topic("/followers/x", "/follower", "/r") == (
+        "/r/followers/x"
+    )
+
+
+def test_batch_sizes_are_counted() -> None:
+    sizes = BatchSizes()
+    for size in (1, 2, 2, 3):
+        sizes.add(size)
+    assert sizes.text() == "1:1,2:2,3:1" and sizes.batches == 4 and sizes.batched == 3
+
+
+def test_moving_a_contract_leaves_the_original_as_it_was() -> None:
+    from lerobot_contract import Contract
+
+    contract = Contract.load(CONTRACT_PATH)
+    first, second = robot_contract(contract, "/robot_0"), robot_contract(contract, "/robot_1")
+    assert contract.features["action"].topic == "/follower/joint_commands"
+    assert first.features["action"].topic == "/robot_0/joint_commands"
+    assert second.features["action"].topic == "/robot_1/joint_commands"
