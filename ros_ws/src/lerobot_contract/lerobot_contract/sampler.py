@@ -217,6 +217,7 @@ class LiveSampler:
         self._last_now: int | None = None
         self._seq = 0
         self._start_ns: int | None = None
+        self._episode_start_ns: int | None = None  # `_start_ns` of the latest episode, kept after `stop`
         self._start_clock_ns = 0
         # Samples refused in a row that agree on another clock (replayed when the first clock proves wrong).
         self._pending: list[tuple[str, int, Any, str]] = []
@@ -250,16 +251,17 @@ class LiveSampler:
 
     @property
     def frame0_delay_ns(self) -> int | None:
-        """How long after the episode start (stamps' clock) frame 0 is (None until it is placed)."""
-        if self._t0 is None or self._start_ns is None:
+        """How long after the episode start (stamps' clock) frame 0 is (None until it is placed; after `stop`, the
+        episode's)."""
+        if self._t0 is None or self._episode_start_ns is None:
             return None
-        return self._t0 - self._start_ns
+        return self._t0 - self._episode_start_ns
 
     def first_after(self, delay_ns: int) -> list[str]:
         """Features whose first sample in the episode is stamped more than `delay_ns` after its start."""
-        if self._start_ns is None:
+        if self._episode_start_ns is None:
             return []
-        limit = self._start_ns + delay_ns
+        limit = self._episode_start_ns + delay_ns
         return [k for k, f in self.report.features.items() if f.first_stamp_ns is not None and f.first_stamp_ns > limit]
 
     @property
@@ -284,7 +286,7 @@ class LiveSampler:
         recorder's clock, up to the smallest transport delay seen).
         """
         self._start_clock_ns = start_ns
-        self._start_ns = start_ns - self._offset
+        self._start_ns = self._episode_start_ns = start_ns - self._offset
         self._last_now = None
         self._t0 = None
         self._next_slot = 0
@@ -504,7 +506,7 @@ class LiveSampler:
             if self._next_slot > 0:
                 self._clock_changed = True
                 raise ClockJumpError(f"{text} after frames were taken: the clock was reset")
-            self._start_ns = self._start_clock_ns - self._offset
+            self._start_ns = self._episode_start_ns = self._start_clock_ns - self._offset
             self._t0 = None
             self._phase = GridPhase(self._features, self.fps)
             for buf in self._buffers.values():
