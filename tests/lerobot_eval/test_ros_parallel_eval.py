@@ -118,3 +118,60 @@ def test_moving_a_contract_leaves_the_original_as_it_was() -> None:
     assert contract.features["action"].topic == "/follower/joint_commands"
     assert first.features["action"].topic == "/robot_0/joint_commands"
     assert second.features["action"].topic == "/robot_1/joint_commands"
+
+
+def test_the_launch_file_starts_n_bridges_n_executors_and_one_policy_node() -> None:
+    import subprocess
+    import sys
+
+    argv = [str(Path(sys.executable).parent / "lerobot-ros"), "launch", "--print",
+            str(REPO / "launch" / "sim_policy_robots.launch.yaml"), "checkpoint:=scripted", "num_robots:=3",
+            "robots:=['/robot_0', '/robot_1', '/robot_2']"]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert out.count("/sim_bridge --ros-args") == 3 and out.count("/action_executor --ros-args") == 3
+    assert out.count("/policy_node --ros-args") == 1
+    for i in range(3):
+        assert f"__ns:=/robot_{i}" in out and f"/clock:=/robot_{i}/clock" in out
+        assert f"chunk_topic: /robot_{i}/policy/action_chunk" in out
+    assert "robots:\n        - /robot_0\n        - /robot_1\n        - /robot_2" in out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["--num-envs", "100000", "--through-ros"], "--num-envs 100000: this machine holds at most"),
+        (["--through-ros"], "--through-ros runs several robots at once: give --num-envs N"),
+    ],
+)
+def test_bad_through_ros_arguments_are_one_line(tmp_path: Path, arguments: list[str], expected: str) -> None:
+    import subprocess
+    import sys
+
+    argv = [str(Path(sys.executable).parent / "lerobot-ros"), "eval", "scripted", "--episodes", "2",
+            "--output-dir", str(tmp_path), *arguments]  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert result.returncode != 0 and len(lines) == 1 and expected in lines[0], lines
+
+
+def test_a_policy_server_is_not_shared_between_robots() -> None:
+    from lerobot_policy_node.core.batching import RobotBatchPolicy
+    from lerobot_policy_node.core.policies import RemotePolicy, parse_scripted
+
+    remote = RemotePolicy.__new__(RemotePolicy)
+    remote.name = "grpc://localhost:50051"
+    with pytest.raises(PolicyConfigError, match="one episode state for every caller"):
+        RobotBatchPolicy(remote, 2)
+    # A scripted policy keeps per-episode state (the pose it started at): one copy per robot.
+    scripted = RobotBatchPolicy(parse_scripted("scripted:horizon=4", 6), 2)
+    state = "observation.state"
+    first = scripted.predict([(0, {"timestamp": 0.0, state: np.zeros(6)}), (1, {"timestamp": 0.0, state: np.ones(6)})])
+    later = scripted.predict(
+        [(1, {"timestamp": 0.1, state: np.full(6, 9.0)}), (0, {"timestamp": 0.1, state: np.ones(6)})]
+    )
+    assert np.array_equal(first[0][0], np.zeros(6)) and np.array_equal(first[1][0], np.ones(6))
+    single = parse_scripted("scripted:horizon=4", 6)
+    single.predict_chunk({"timestamp": 0.0, state: np.ones(6)})
+    assert np.array_equal(later[0], single.predict_chunk({"timestamp": 0.1, state: np.full(6, 9.0)}))
