@@ -158,6 +158,7 @@ def run_ros_episodes(
 ) -> dict[str, Any]:
     """Run `settings.episodes` episodes on `num_envs` robots through the nodes (see the module docstring)."""
     import rclpy
+    import rclpy.executors
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseArray
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -208,8 +209,12 @@ def run_ros_episodes(
         for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID"):
             if key in processes.env:
                 os.environ[key] = processes.env[key]
-        rclpy.init()
-        node = rclpy.create_node("eval_supervisor")
+        # A context of its own: the caller may have rclpy initialised already (or initialise it later).
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node("eval_supervisor", context=context)
+        spinner = rclpy.executors.SingleThreadedExecutor(context=context)
+        spinner.add_node(node)
         try:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                                  reliability=ReliabilityPolicy.RELIABLE)  # fmt: skip
@@ -243,7 +248,7 @@ def run_ros_episodes(
                 if time.monotonic() > deadline:
                     raise CommandError(f"the nodes did not start within {STARTUP_TIMEOUT_S:g} s "
                                        f"(logs: {processes.log_dir})", exit_code=1)  # fmt: skip
-                rclpy.spin_once(node, timeout_sec=0.05)
+                spinner.spin_once(timeout_sec=0.05)
             progress(f"{settings.episodes} episodes on {num_envs} robots through ROS in real time: {num_envs} sim "
                      f"bridges, {num_envs} executors, one policy node")  # fmt: skip
             progress_started = time.perf_counter()
@@ -251,7 +256,7 @@ def run_ros_episodes(
             episode_s = settings.max_steps / fps
             while len(episodes) < len(seeds):
                 processes.check()
-                rclpy.spin_once(node, timeout_sec=0.01)
+                spinner.spin_once(timeout_sec=0.01)
                 for robot in state:
                     if robot.phase == "idle" and next_index < len(seeds):
                         robot.index, robot.seed = next_index, seeds[next_index]
@@ -300,11 +305,12 @@ def run_ros_episodes(
                 robot.enable.call_async(SetBool.Request(data=False))
             settle = time.monotonic() + 2.5
             while time.monotonic() < settle:
-                rclpy.spin_once(node, timeout_sec=0.05)
+                spinner.spin_once(timeout_sec=0.05)
             executors = [robot.executor for robot in state]
         finally:
+            spinner.shutdown()
             node.destroy_node()
-            rclpy.shutdown()
+            rclpy.shutdown(context=context)
     finally:
         processes.stop()
     return {
