@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from recorder_helpers import Diagnostics, start_recorder, start_streams, status_watcher
+from recorder_helpers import Diagnostics, record_one_episode, start_recorder, start_streams, status_watcher
 
 pytestmark = pytest.mark.ros
 
@@ -39,3 +39,44 @@ def test_a_burst_that_overflows_the_subscription_queue_is_counted_as_lost(proces
     lost = int(values[key])
     assert 0 < lost < count, values
     assert int(values["lost_messages"]) >= lost
+
+
+def test_a_publisher_paused_at_the_episode_start_is_named_in_the_status(processes, ros_node, tmp_path: Path) -> None:
+    """The streams' process is stopped (SIGSTOP) from before the episode start to 0.5 s after it: frame 0 is where
+    every topic has data (the rule shared with bag2dataset), so the episode is shorter -- which used to be silent
+    (15 frames of a 1 s episode, 0 dropped, nothing said). The status and the log name the topics now."""
+    import os
+    import signal
+    import threading
+
+    from lerobot_msgs.msg import RecorderStatus
+
+    diagnostics = Diagnostics(ros_node)
+    watcher = status_watcher(ros_node)
+    streams = start_streams(processes)
+    recorder = start_recorder(processes, tmp_path / "ds", start_session=False, episode_time_s=30.0)
+    watcher.wait_state("idle", timeout=40)
+    started = threading.Event()
+    ros_node.create_subscription(RecorderStatus, "/recorder/episode_start", lambda _msg: started.set(), 10)
+
+    def pause_publisher() -> None:
+        os.kill(streams.popen.pid, signal.SIGSTOP)
+        try:
+            started.wait(30)
+            time.sleep(0.5)
+        finally:
+            os.kill(streams.popen.pid, signal.SIGCONT)
+
+    pause = threading.Thread(target=pause_publisher)
+    pause.start()
+    try:
+        result, _ = record_one_episode(ros_node, "pick the cube", 1.0)
+    finally:
+        started.set()
+        pause.join()
+    assert result.saved and result.frames <= 17, (result.frames, result.dropped)
+    said = watcher.wait_for(lambda msg: "frame 0 is" in msg.message, what="the frame 0 message").message
+    assert "after the episode start: no sample of observation.state" in said, said
+    values = diagnostics.wait_for(lambda v: "frame0_delay_s" in v)
+    assert float(values["frame0_delay_s"]) >= 0.5 and values["lost_messages"] == "0", values
+    assert "frame 0 is" in recorder.output()
