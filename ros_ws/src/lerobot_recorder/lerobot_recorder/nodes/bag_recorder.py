@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -15,7 +16,7 @@ from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, Qo
 
 from lerobot_recorder.recorder import RecorderError
 from lerobot_recorder.recorder.bag_writer import SplittingBagWriter, TopicSelection, topics_to_record
-from lerobot_recorder.recorder.messages import build_typestore
+from lerobot_recorder.recorder.messages import SequenceGaps, build_typestore
 from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 from lerobot_ros.worker_guard import WorkerGuard
 
@@ -58,6 +59,10 @@ class BagRecorder(Node):
         self._heard: set[str] = set()
         self.error: str | None = None
         self.received = 0
+        # Messages published that never reached us (gaps in each publisher's sequence numbers), per topic.
+        self.lost: dict[str, int] = {}
+        self._gaps = SequenceGaps()
+        self._last_lost_warning = 0.0
         self._guard = WorkerGuard.for_node(self, hardware_id="recorder")  # the writer never dies silently
         self._thread = threading.Thread(
             target=self._guard.wrap("bag writer", self._write_loop), name="bag-writer", daemon=True
@@ -88,7 +93,7 @@ class BagRecorder(Node):
                 self.get_logger().warning(f"not recording {topic}: {err}")
                 continue
             self._subscribed[topic] = self.create_subscription(
-                cls, topic, lambda raw, topic=topic: self._on_message(topic, raw), self._qos_for(topic), raw=True
+                cls, topic, functools.partial(self._on_message, topic), self._qos_for(topic), raw=True
             )
             self.get_logger().info(f"recording {topic} ({msgtype})")
 
@@ -122,8 +127,16 @@ class BagRecorder(Node):
             durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
         )
 
-    def _on_message(self, topic: str, raw: bytes) -> None:
+    def _on_message(self, topic: str, raw: bytes, info: Any) -> None:
         self.received += 1
+        lost = self._gaps.lost_from_info(topic, info)
+        if lost:
+            self.lost[topic] = self.lost.get(topic, 0) + lost
+            if time.monotonic() - self._last_lost_warning >= 2.0:
+                self._last_lost_warning = time.monotonic()
+                self.get_logger().warning(
+                    f"{topic}: {lost} message(s) lost before the recorder took them ({self.lost[topic]} in all)"
+                )
         if topic not in self._heard:
             # Discovery can lag the subscription by seconds: say when data really starts to arrive.
             self._heard.add(topic)
@@ -154,6 +167,7 @@ class BagRecorder(Node):
             "bags": [str(b) for b in stats.bags],
             "messages": dict(stats.messages),
             "bytes": stats.bytes,
+            "lost": dict(self.lost),  # published, never received (the bag lacks them)
             "close_s": round(time.monotonic() - start, 3),
             "error": self.error,
         }
