@@ -149,3 +149,34 @@ def test_bag_record_rejects_bad_selections(capsys: pytest.CaptureFixture[str], t
     assert "not a valid regular expression" in capsys.readouterr().err
     assert main(["bag", "record", "-o", str(tmp_path / "y")]) == 2
     assert "no topics chosen" in capsys.readouterr().err
+
+
+def test_bag_record_counts_the_messages_it_never_received(processes, ros_node, tmp_path: Path) -> None:
+    """A burst of 3000 messages into its queue of 100: what never reached the bag recorder is counted per topic
+    in its summary (the gaps in the publisher's sequence numbers), not silently missing from the bag."""
+    import json
+    import time
+
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    publisher = ros_node.create_publisher(String, "/burst", qos)
+    out = tmp_path / "burst"
+    recorder = processes.start(
+        [venv_script("lerobot-ros"), "bag", "record", "/burst", "-o", str(out), "--duration", "4.0"], name="bag-burst"
+    )
+    for _ in range(600):  # the recorder found the topic and subscribed (it looks every second)
+        if publisher.get_subscription_count() > 0:
+            break
+        time.sleep(0.05)
+    assert publisher.get_subscription_count() > 0, recorder.output()[-3000:]
+    count = 3000
+    for i in range(count):
+        publisher.publish(String(data=str(i)))
+    assert recorder.wait(40) == 0, recorder.output()[-3000:]
+    output = recorder.output()
+    summary = json.loads(output[output.index("{") : output.rindex("}") + 1])
+    received, lost = summary["messages"].get("/burst", 0), summary["lost"].get("/burst", 0)
+    assert lost > 0 and received > 0 and received + lost <= count, summary
+    assert "message(s) lost before the recorder took them" in output
