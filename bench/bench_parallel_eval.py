@@ -14,7 +14,7 @@ ratio to N=1 of the same bench run, the mean policy batch, the largest resident 
 Through ROS (`--num-envs N --through-ros`, `--ros-envs`): N sim bridges in real time, N action executors and one
 policy node batching their inferences, for each N of `--ros-envs` (baseline: N=1 through ROS in the same bench
 run). Those episodes run in real time, so they are not compared with the lockstep ones step by step; the bench
-checks that each seed starts the same episode (block and goal x, y) whatever N, and reports the policy node's
+checks that each seed starts the same episode (block and goal positions) whatever N, and reports the policy node's
 batch sizes. Wall time includes starting the nodes; episodes per minute are also given without it.
 
 Usage: python bench/bench_parallel_eval.py [--envs 1,2,4] [--ros-envs 1,2,4] [--episodes 12] [--max-steps 150]
@@ -191,14 +191,13 @@ def main() -> None:
     identical = all(r["per_episode"] == reference for r in runs)
     base = next((r for r in runs if r["num_envs"] == 1), None)
     ros_base = next((r for r in ros_runs if r["num_envs"] == 1), None)
-    starts = [[(e["seed"], e["initial_environment_state"][:2] + e["initial_environment_state"][3:5])
-               for e in r["per_episode"]] for r in ros_runs]  # fmt: skip
+    starts = [[(e["seed"], e["initial_environment_state"]) for e in r["per_episode"]] for r in ros_runs]
     ros_same_starts = all(s == starts[0] for s in starts)
     for r in ros_runs:
         r["ratio_to_1_robot"] = (
             round(r["episodes_per_minute"] / ros_base["episodes_per_minute"], 2) if ros_base else None
         )
-        keys = ("seed", "robot", "success", "steps", "chunks")
+        keys = ("seed", "robot", "success", "steps", "chunks", "initial_environment_state")
         r["per_episode"] = [{k: e[k] for k in keys} for e in r["per_episode"]]
     for r in runs:
         r["ratio_to_1_env"] = round(r["episodes_per_minute"] / base["episodes_per_minute"], 2) if base else None

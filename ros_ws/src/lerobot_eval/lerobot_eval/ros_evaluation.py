@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,7 @@ class _Robot:
     reward: float = 0.0
     steps: int = 0
     initial_env: list[float] | None = None
+    poses: deque[tuple[float, list[float]]] = field(default_factory=lambda: deque(maxlen=300))
     executor: dict[str, float] = field(default_factory=dict)
 
 
@@ -280,7 +282,14 @@ def run_ros_episodes(
                         robot.start_stamp = response.stamp.sec + response.stamp.nanosec * 1e-9
                         robot.initial_env, robot.reward, robot.steps = None, 0.0, 0
                         robot.phase = "waiting_chunk"
-                    elif robot.phase == "waiting_chunk" and any(s >= robot.start_stamp for s in robot.chunk_stamps):
+                    if robot.phase == "waiting_chunk" and robot.initial_env is None:
+                        # The episode's first poses: the reset's snapshot, stamped with the reset's stamp.
+                        robot.initial_env = next((v for t, v in robot.poses if t >= robot.start_stamp - 1e-6), None)
+                    if (
+                        robot.phase == "waiting_chunk"
+                        and robot.initial_env is not None
+                        and any(s >= robot.start_stamp for s in robot.chunk_stamps)
+                    ):
                         robot.future = robot.enable.call_async(SetBool.Request(data=True))
                         robot.phase = "enabling"
                     elif robot.phase == "enabling" and robot.future.done():
@@ -326,7 +335,9 @@ def run_ros_episodes(
 def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state: Any, pose_array: Any,
                action_chunk: Any, latched: Any, reliable: Any) -> None:  # fmt: skip
     """The robot's episode ends, rewards, steps, first object poses and chunks, kept on `robot`."""
-    from rclpy.qos import qos_profile_sensor_data
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    deep = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
     def on_end(msg: Any) -> None:
         if robot.phase == "running":
@@ -341,17 +352,19 @@ def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state:
             robot.steps += 1
 
     def on_poses(msg: Any) -> None:
+        # Kept whatever the phase: the reset's own snapshot is published before its service answer arrives.
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        if robot.phase in ("waiting_chunk", "enabling") and robot.initial_env is None and stamp >= robot.start_stamp:
-            robot.initial_env = [float(v) for p in msg.poses[:2] for v in (p.position.x, p.position.y, p.position.z)]
+        robot.poses.append(
+            (stamp, [float(v) for p in msg.poses[:2] for v in (p.position.x, p.position.y, p.position.z)])
+        )
 
     def on_chunk(msg: Any) -> None:
         robot.chunk_stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
 
     node.create_subscription(string, f"{robot.namespace}/sim/episode_end", on_end, latched)
-    node.create_subscription(float64, f"{robot.namespace}/sim/reward", on_reward, reliable)
-    node.create_subscription(joint_state, f"{robot.namespace}/joint_states", on_state, reliable)
-    node.create_subscription(pose_array, f"{robot.namespace}/sim/object_poses", on_poses, qos_profile_sensor_data)
+    node.create_subscription(float64, f"{robot.namespace}/sim/reward", on_reward, deep)
+    node.create_subscription(joint_state, f"{robot.namespace}/joint_states", on_state, deep)
+    node.create_subscription(pose_array, f"{robot.namespace}/sim/object_poses", on_poses, deep)
     node.create_subscription(action_chunk, f"{robot.namespace}/policy/action_chunk", on_chunk, reliable)
 
 
