@@ -71,3 +71,23 @@ def test_every_arm_uses_lerobot_ids_and_names():
     assert {j.model for j in get_arm("so100_leader").joints} == {"sts3215"}
     with pytest.raises(ValueError, match="unknown robot type 'so102'"):
         get_arm("so102")
+
+
+@pytest.mark.parametrize("robot", ["so101_follower", "koch_follower"])
+def test_slow_answers_during_the_setup_are_not_a_failed_configure(robot):
+    """Issue 18 under load: a ROS run at load 4-18 failed the arm driver's configure with "write Acceleration=254 to
+    'elbow_flex' (id 3) failed after 3 tries: no reply ... within the timeout" -- the settings written at configure
+    (and the calibration read and written, the torque-on with a held goal at activate) used the control loop's 50 ms
+    reply timeout. Setup is not the control loop: it waits as long as the presence check, and the control loop's
+    timeout is back afterwards."""
+    spec = get_arm(robot)
+    fake = fake_arm_bus(spec, None, positions={n: 2000.0 for n in spec.joint_names})
+    with PtyServoBus(fake) as pty:
+        arm = Arm(spec, make_bus(spec, pty.port, timeout_s=0.05, retries=2), default_fake_calibration(spec))
+        fake.faults.reply_delay_s = 0.07  # later than timeout_s, on every try
+        arm.connect()
+        arm.write_calibration_if_needed()
+        arm.configure()
+        arm.hold_and_enable_torque()
+        assert arm.bus.timeout_s == 0.05
+        arm.close()

@@ -86,9 +86,10 @@ class Arm:
 
     def calibration_on_motors(self) -> dict[str, tuple[int, int, int]]:
         """(Homing_Offset, Min_Position_Limit, Max_Position_Limit) as stored in each motor."""
-        offsets = self.bus.sync_read("Homing_Offset")
-        mins = self.bus.sync_read("Min_Position_Limit")
-        maxes = self.bus.sync_read("Max_Position_Limit")
+        with self.bus.patient():
+            offsets = self.bus.sync_read("Homing_Offset")
+            mins = self.bus.sync_read("Min_Position_Limit")
+            maxes = self.bus.sync_read("Max_Position_Limit")
         return {n: (offsets[n], mins[n], maxes[n]) for n in self.names}
 
     def write_calibration_if_needed(self) -> list[str]:
@@ -97,26 +98,28 @@ class Arm:
         As in LeRobot, the homing offset and the position limits live in the motors; a calibration file made
         by LeRobot for this arm therefore needs no further step.
         """
-        stored = self.calibration_on_motors()
-        changed = []
-        for name in self.names:
-            cal = self.calibration[name]
-            if stored[name] != (cal.homing_offset, cal.range_min, cal.range_max):
-                changed.append(name)
-        if changed:
-            self.set_torque(False, changed)
-        for name in changed:
-            cal = self.calibration[name]
-            if self.spec.family == "dynamixel":
-                self.bus.write("Drive_Mode", name, cal.drive_mode)
-            self.bus.write("Homing_Offset", name, cal.homing_offset)
-            self.bus.write("Min_Position_Limit", name, cal.range_min)
-            self.bus.write("Max_Position_Limit", name, cal.range_max)
-        return changed
+        with self.bus.patient():
+            stored = self.calibration_on_motors()
+            changed = []
+            for name in self.names:
+                cal = self.calibration[name]
+                if stored[name] != (cal.homing_offset, cal.range_min, cal.range_max):
+                    changed.append(name)
+            if changed:
+                self.set_torque(False, changed)
+            for name in changed:
+                cal = self.calibration[name]
+                if self.spec.family == "dynamixel":
+                    self.bus.write("Drive_Mode", name, cal.drive_mode)
+                self.bus.write("Homing_Offset", name, cal.homing_offset)
+                self.bus.write("Min_Position_Limit", name, cal.range_min)
+                self.bus.write("Max_Position_Limit", name, cal.range_max)
+            return changed
 
     def configure(self) -> None:
         """Write LeRobot's motor settings for this arm (leaves torque off)."""
-        self.spec.configure(self.bus)
+        with self.bus.patient():
+            self.spec.configure(self.bus)
 
     def read_state(self) -> ArmState:
         first, last = _STATE_BLOCK[self.spec.family]
@@ -168,28 +171,29 @@ class Arm:
 
         Returns the measured positions (radians, all joints).
         """
-        state = self.read_state()
-        names = list(self.names if joints is None else joints)
-        self.bus.sync_write("Goal_Position", {n: state.ticks[n] for n in names})
-        self.set_torque(True, names)
-        return state.positions
+        with self.bus.patient():
+            state = self.read_state()
+            names = list(self.names if joints is None else joints)
+            self.bus.sync_write("Goal_Position", {n: state.ticks[n] for n in names})
+            self.set_torque(True, names)
+            return state.positions
 
     def apply_leader_setup(self) -> None:
         """Leader mode: torque off except the joints LeRobot keeps on, which go to their LeRobot goals."""
-        self.set_torque(False, [n for n in self.names if n not in self.spec.leader_torque_on])
-        if not self.spec.leader_torque_on:
-            return
-        goals = {}
-        for name in self.spec.leader_torque_on:
-            joint = self.spec.joint(name)
-            goal = self.spec.leader_goals.get(name)
-            if goal is not None:
-                goals[name] = unnormalize(
-                    goal, self.calibration[name], joint.norm_mode, self._resolution[name], self.spec.apply_drive_mode
-                )
-        self.hold_and_enable_torque(list(self.spec.leader_torque_on))
-        if goals:
-            self.bus.sync_write("Goal_Position", goals)
+        with self.bus.patient():  # set-up, like the follower's configure and activate
+            self.set_torque(False, [n for n in self.names if n not in self.spec.leader_torque_on])
+            if not self.spec.leader_torque_on:
+                return
+            goals = {}
+            for name in self.spec.leader_torque_on:
+                joint = self.spec.joint(name)
+                goal = self.spec.leader_goals.get(name)
+                if goal is not None:
+                    cal, resolution = self.calibration[name], self._resolution[name]
+                    goals[name] = unnormalize(goal, cal, joint.norm_mode, resolution, self.spec.apply_drive_mode)
+            self.hold_and_enable_torque(list(self.spec.leader_torque_on))
+            if goals:
+                self.bus.sync_write("Goal_Position", goals)
 
 
 def write_target(

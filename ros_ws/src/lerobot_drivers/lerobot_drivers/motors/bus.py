@@ -25,9 +25,10 @@ from lerobot_drivers.motors.errors import (
 from lerobot_drivers.motors.tables import ModelInfo, Register
 
 T = TypeVar("T")
-# Per-try reply timeout of the configure-time presence check (`verify_motors`), at least: long enough for a busy
-# host, short enough that a missing motor is reported within seconds (1 + retries tries).
-VERIFY_TIMEOUT_S = 0.5
+# Per-try reply timeout, at least, of everything done while setting the arm up (presence check, calibration, settings,
+# torque): long enough for a busy host, short enough that a missing motor is reported within seconds (1 + retries
+# tries). The control loop keeps the bus's own `timeout_s`.
+SETUP_TIMEOUT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,9 @@ class MotorBus(abc.ABC):
         return found
 
     @contextlib.contextmanager
-    def _patient(self, timeout_s: float) -> Iterator[None]:
-        """Within the block, each reply gets at least `timeout_s` (checks and diagnoses, not the control loop)."""
+    def patient(self, timeout_s: float = SETUP_TIMEOUT_S) -> Iterator[None]:
+        """Within the block, each reply gets at least `timeout_s` (set-up, checks and diagnoses: not the control
+        loop, whose late reply is a missed cycle; a late reply while setting up is a busy host, not a fault)."""
         timeout, self.timeout_s = self.timeout_s, max(self.timeout_s, timeout_s)
         try:
             yield
@@ -208,8 +210,8 @@ class MotorBus(abc.ABC):
         """
         found = {}
         # Not the control loop: a late reply (a busy host; seen under load) is not a missing motor either, so the
-        # presence check waits VERIFY_TIMEOUT_S per try; only a motor that stays silent is reported missing.
-        with self._patient(VERIFY_TIMEOUT_S):
+        # presence check waits SETUP_TIMEOUT_S per try; only a motor that stays silent is reported missing.
+        with self.patient():
             for motor in self.motors.values():
                 model_number = self.ping(motor.id)  # with the bus's retries: a lost reply is not a missing motor
                 if model_number is not None:
@@ -254,7 +256,7 @@ class MotorBus(abc.ABC):
         answering_at = None
         # A diagnosis, not the control path: give slow replies time and a second chance.
         try:
-            with self._patient(0.1):
+            with self.patient(0.1):
                 for rate in rates:
                     if rate == configured:
                         continue

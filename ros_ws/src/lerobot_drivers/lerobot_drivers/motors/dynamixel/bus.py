@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import dynamixel_sdk as dxl
@@ -31,16 +31,28 @@ PROTOCOL_VERSION = 2.0
 # The SDK opens the port with timeout=0 and spins on it while waiting for a reply, which burns a core
 # and starves other Python threads of the GIL; a short blocking read waits in select() instead.
 READ_POLL_S = 0.002
+# What the SDK allows a reply beyond its wire time (`PortHandler.setPacketTimeout`: 2 x LATENCY_TIMER + 2 ms).
+_SDK_SLACK_MS = 2 * dxl.port_handler.LATENCY_TIMER + 2.0
 
 
 class _MonotonicPortHandler(dxl.PortHandler):  # type: ignore[misc]
     """The SDK times replies with the wall clock (`time.time()`); a clock step makes replies time out.
+    It also allows a reply only its wire time plus 34 ms, whatever the bus's `timeout_s` says.
 
-    Same interface, monotonic clock (milliseconds, as the SDK expects).
+    Same interface, monotonic clock (milliseconds, as the SDK expects), and a reply gets at least `timeout_s()`
+    beyond its wire time (the bus's timeout, raised while the arm is set up: `MotorBus.patient`).
     """
+
+    def __init__(self, port_name: str, timeout_s: Callable[[], float]) -> None:
+        super().__init__(port_name)
+        self._timeout_s = timeout_s
 
     def getCurrentTime(self) -> float:
         return time.monotonic() * 1000.0
+
+    def setPacketTimeout(self, packet_length: int) -> None:
+        wire_ms = self.tx_time_per_byte * packet_length
+        self.setPacketTimeoutMillis(wire_ms + max(_SDK_SLACK_MS, self._timeout_s() * 1000.0))
 
 
 class DynamixelBus(MotorBus):
@@ -69,7 +81,7 @@ class DynamixelBus(MotorBus):
     def open(self) -> None:
         if self.is_open:
             return
-        handler = _MonotonicPortHandler(self.port)
+        handler = _MonotonicPortHandler(self.port, lambda: self.timeout_s)
         handler.baudrate = self.baudrate
         try:
             handler.setupPort(self.baudrate)
