@@ -4,8 +4,9 @@ Through real processes: two bridges in real time (/robot_0, /robot_1), two actio
 `robots: [/robot_0, /robot_1]` serving the tiny random ACT of test_parallel_eval (joints and block/goal positions).
 The episodes run in real time (the executor ticks on the wall clock; the nodes cannot run in lockstep), so their
 steps and returns are not the lockstep ones; what is compared with the serial evaluation on the same seeds is what
-a seed decides: the episode's start (where the seed puts block and goal, exactly) and its outcome (this policy never succeeds: every episode ends
-at the time limit in both, which is a weak comparison, stated as such). About 25 s.
+a seed decides: the episode's start (where the seed puts block and goal, exactly) and its outcome (this policy
+never succeeds: every episode ends at the time limit in both, which is a weak comparison, stated as such).
+About 25-30 s.
 """
 
 from __future__ import annotations
@@ -172,3 +173,21 @@ def test_a_policy_server_is_not_shared_between_robots() -> None:
     single = parse_scripted("scripted:horizon=4", 6)
     single.predict_chunk({"timestamp": 0.0, state: np.ones(6)})
     assert np.array_equal(later[0], single.predict_chunk({"timestamp": 0.1, state: np.full(6, 9.0)}))
+
+
+def test_every_robot_executor_gets_the_sim_arm_limits(tmp_path: Path) -> None:
+    from lerobot_eval.ros_evaluation import robot_namespaces, robots_config
+    from lerobot_policy_node.core.robot_limits import load_robot_limits
+
+    sim = load_robot_limits(REPO / "config/robots/so101_sim.yaml", "/follower/action_executor")
+    shipped = REPO / "config/robots/so101_sim_robots.yaml"  # the launch file's, /robot_0 .. /robot_7
+    written = robots_config(REPO / "config/robots/so101_sim.yaml", robot_namespaces(12), tmp_path / "robots.yaml")
+    for path, count in ((shipped, 8), (written, 12)):
+        for robot in robot_namespaces(count):
+            limits = load_robot_limits(path, f"{robot}/action_executor")
+            assert (limits.joint_names, limits.lower, limits.upper, limits.max_velocity) == (
+                sim.joint_names,
+                sim.lower,
+                sim.upper,
+                sim.max_velocity,
+            )
