@@ -105,7 +105,13 @@ def test_one_node_serves_two_robots_each_from_its_own_observations(tmp_path, pro
          "-p", f"contract:={write_contract(tmp_path / 'c.yaml')}", "-p", "robots:=['/robot_0', '/robot_1']"],
         name="policy",
     )  # fmt: skip
-    _wait(lambda: all(len(c) >= 5 for c in robots.chunks.values()) and "batch_sizes" in robots.diagnostics)
+    _wait(
+        lambda: (
+            all(len(c) >= 5 for c in robots.chunks.values())
+            and "batch_sizes" in robots.diagnostics
+            and all(getattr(robots.status.get(r), "chunks_published", 0) >= 1 for r in POSES)
+        )  # status every second
+    )
     with robots.lock:
         chunks = {robot: list(c) for robot, c in robots.chunks.items()}
         statuses = dict(robots.status)
@@ -121,6 +127,24 @@ def test_one_node_serves_two_robots_each_from_its_own_observations(tmp_path, pro
     assert values["robots"] == "/robot_0,/robot_1"
     sizes = dict(pair.split(":") for pair in values["batch_sizes"].split(","))
     assert set(sizes) <= {"1", "2"} and int(values["batches"]) >= 1
+
+
+def test_the_node_status_names_the_robot_that_waits(tmp_path, processes, ros_node):
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from lerobot_msgs.msg import PolicyStatus
+
+    statuses: list = []
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL, reliability=ReliabilityPolicy.RELIABLE)
+    ros_node.create_subscription(PolicyStatus, "/policy/status", statuses.append, latched)
+    processes.start(
+        [venv_script("policy_node"), "--ros-args", "-p", "checkpoint:=scripted",
+         "-p", f"contract:={write_contract(tmp_path / 'c.yaml')}", "-p", "robots:=['/robot_0', '/robot_9']"],
+        name="policy",
+    )  # fmt: skip
+    robots = Robots(ros_node)  # publishes /robot_0 and /robot_1 only: /robot_9 waits
+    _wait(lambda: len(robots.chunks["/robot_0"]) >= 2 and any("/robot_9: waiting" in s.message for s in statuses[-3:]))
+    assert not any("/robot_0:" in s.message for s in statuses[-1:])
 
 
 def test_a_robot_namespace_that_is_not_absolute_fails_configure_in_one_line(tmp_path, processes, ros_node):

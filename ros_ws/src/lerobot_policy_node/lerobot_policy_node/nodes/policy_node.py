@@ -658,6 +658,8 @@ class PolicyNode(LifecycleNode):
         msg.observation_age = float(self._observation_age)
         msg.stale_observations = self._stale if self._lanes is None else self._lanes.stale
         msg.message = "; ".join(f.message for f in failures) if failures else self._message
+        if self._lanes is not None and not failures and not msg.message:
+            msg.message = self._lanes.problems()
         msg.task = self._task
         msg.last_chunk_task = self._chunk_task
         self._status_pub.publish(msg)

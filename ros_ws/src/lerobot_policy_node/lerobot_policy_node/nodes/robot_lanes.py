@@ -293,6 +293,10 @@ class RobotLanes:
             msg.task = task
             lane.status_pub.publish(msg)
 
+    def problems(self) -> str:
+        """Each robot's current problem, prefixed with its namespace (empty when none has one)."""
+        return "; ".join(f"{lane.namespace}: {lane.message}" for lane in self.lanes if lane.message)
+
     def diagnostic_values(self) -> dict[str, str]:
         return {
             "robots": ",".join(lane.namespace for lane in self.lanes),
