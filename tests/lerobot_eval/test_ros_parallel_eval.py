@@ -60,7 +60,7 @@ def test_two_robots_through_ros_share_one_batching_policy_node(tmp_path: Path, r
     sizes = report["policy_batch_sizes"]
     assert sizes["max"] == 2 and sizes["batched"] > 0, sizes
     # Both executors took chunks (a late one may be refused as stale in real time: not asserted).
-    assert report["chunks"]["accepted"] > 0
+    assert report["chunks"]["accepted"] > 0 and report["step_units"].startswith("radians")
     # The serial evaluation on the same seeds: same outcome, and the same episode start (block and goal) per seed.
     serial = run_evaluation(_settings(tmp_path / "serial", checkpoint, None, False, 3), progress=lambda _: None)
     assert [r["success"] for r in rows] == [r["success"] for r in serial["per_episode"]]

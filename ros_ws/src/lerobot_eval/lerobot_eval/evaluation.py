@@ -212,6 +212,7 @@ def _run_through_ros(
         totals["max_boundary_step"] = max(totals["max_boundary_step"], values.get("max_boundary_step", 0.0))
         totals["max_inner_step"] = max(totals["max_inner_step"], values.get("max_inner_step", 0.0))
     report = _report(settings, contract, result["episodes"], totals, [], [])
+    report["step_units"] = "radians (ROS units: the action executors' own counters)"
     sizes = {int(k): int(v) for k, v in (p.split(":") for p in result["policy"].get("batch_sizes", "").split(",") if p)}
     report.update(
         num_envs=num_envs, through_ros=True, mode="real time through ROS", wall_s=result["wall_s"],
