@@ -42,41 +42,54 @@ def test_a_burst_that_overflows_the_subscription_queue_is_counted_as_lost(proces
 
 
 def test_a_publisher_paused_at_the_episode_start_is_named_in_the_status(processes, ros_node, tmp_path: Path) -> None:
-    """The streams' process is stopped (SIGSTOP) from before the episode start to 0.5 s after it: frame 0 is where
-    every topic has data (the rule shared with bag2dataset), so the episode is shorter -- which used to be silent
-    (15 frames of a 1 s episode, 0 dropped, nothing said). The status and the log name the topics now."""
-    import os
-    import signal
+    """The joint states (published here, the cameras by the streams) pause from before the episode start to 0.5 s
+    after it: frame 0 is where every topic has data (the rule shared with bag2dataset), so the episode is shorter
+    -- which used to be silent (15 frames of a 1 s episode, 0 dropped, nothing said). The status and the log name
+    the topic now. (Stopping the streams' process with SIGSTOP instead also delayed the recorder's goal response
+    by more than 10 s once: a stopped DDS participant slows the others.)"""
     import threading
+
+    from sensor_msgs.msg import JointState
 
     from lerobot_msgs.msg import RecorderStatus
 
+    joints = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+    publisher = ros_node.create_publisher(JointState, "/follower/joint_states", 10)
+    publishing, done = threading.Event(), threading.Event()
+    publishing.set()
+
+    def publish_joints() -> None:
+        while not done.wait(0.01):
+            if publishing.is_set():
+                msg = JointState(name=joints, position=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+                msg.header.stamp = ros_node.get_clock().now().to_msg()
+                publisher.publish(msg)
+
+    started = threading.Event()
+
+    def on_start(_msg: RecorderStatus) -> None:
+        started.set()
+        threading.Timer(0.5, publishing.set).start()
+
+    ros_node.create_subscription(RecorderStatus, "/recorder/episode_start", on_start, 10)
     diagnostics = Diagnostics(ros_node)
     watcher = status_watcher(ros_node)
-    streams = start_streams(processes)
-    recorder = start_recorder(processes, tmp_path / "ds", start_session=False, episode_time_s=30.0)
-    watcher.wait_state("idle", timeout=40)
-    started = threading.Event()
-    ros_node.create_subscription(RecorderStatus, "/recorder/episode_start", lambda _msg: started.set(), 10)
-
-    def pause_publisher() -> None:
-        os.kill(streams.popen.pid, signal.SIGSTOP)
-        try:
-            started.wait(30)
-            time.sleep(0.5)
-        finally:
-            os.kill(streams.popen.pid, signal.SIGCONT)
-
-    pause = threading.Thread(target=pause_publisher)
-    pause.start()
+    thread = threading.Thread(target=publish_joints, daemon=True)
+    thread.start()
     try:
+        # The streams' own joint states stay silent (a pause longer than the test).
+        start_streams(processes, pause_topics=["/follower/joint_states"], pause_after_s=0.0, pause_for_s=3600.0)
+        recorder = start_recorder(processes, tmp_path / "ds", start_session=False, episode_time_s=30.0)
+        watcher.wait_state("idle", timeout=40)
+        publishing.clear()
         result, _ = record_one_episode(ros_node, "pick the cube", 1.0)
     finally:
-        started.set()
-        pause.join()
+        done.set()
+        thread.join(5)
+    assert started.is_set()
     assert result.saved and result.frames <= 17, (result.frames, result.dropped)
     said = watcher.wait_for(lambda msg: "frame 0 is" in msg.message, what="the frame 0 message").message
-    assert "after the episode start: no sample of observation.state" in said, said
+    assert said.endswith("after the episode start: no sample of observation.state until then"), said
     values = diagnostics.wait_for(lambda v: "frame0_delay_s" in v)
     assert float(values["frame0_delay_s"]) >= 0.5 and values["lost_messages"] == "0", values
     assert "frame 0 is" in recorder.output()

@@ -194,9 +194,11 @@ class Recorder(LifecycleNode):
         )
         self._session.configure(contract, writer, workflow, sampling, typestore, with_header)
         reliability = ReliabilityPolicy.RELIABLE if config.reliable else ReliabilityPolicy.BEST_EFFORT
-        depths = self._session.queue_depths(config.queue_depth, config.clock_jump_s)
+        # A message queued longer than latency_s is late for its frame anyway (the tick releases due frames
+        # whether or not the backlog was taken): the depth needs rate x latency_s (100 Hz x 0.15 s = 15), and
+        # deeper queues only turn a stall into latency for every later frame. Overflow is counted (SequenceGaps).
+        qos = QoSProfile(depth=config.queue_depth, reliability=reliability)
         for topic, msgtype in self._session.topics.items():
-            qos = QoSProfile(depth=depths[topic], reliability=reliability)
             self._contract_subscriptions.append(
                 self.create_subscription(
                     import_message_type(msgtype),

@@ -33,7 +33,10 @@ class RecorderParameters:
     )
     reliable: bool = param(False, "subscribe RELIABLE (needs reliable publishers); default BEST_EFFORT")
     queue_depth: int = param(
-        30, "subscription depth of image topics (others: at least clock_jump_s at 1 kHz)", low=1, high=10000
+        30,
+        "subscription depth of each topic; keep it >= 2 x rate x latency_s (overflow is counted as lost)",
+        low=1,
+        high=10000,
     )
     max_queue_s: float = param(
         2.0, "sampled frames waiting for the writer, in seconds, before frames are dropped", low=0.1, high=600.0

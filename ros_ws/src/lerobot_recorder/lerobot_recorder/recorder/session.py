@@ -17,7 +17,6 @@ marker); the status and /diagnostics contents are assembled in `recorder.status`
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,11 +39,6 @@ from lerobot_recorder.recorder.messages import has_header, header_stamp_ns
 from lerobot_recorder.recorder.sink import EpisodeSink, SinkEvent, disk_free_bytes
 from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow, State, WorkflowConfig, validate_task
 
-# Small messages (joint states, ...) get a subscription queue that spans `clock_jump_s` -- the longest stall the
-# sampler still takes as a late delivery -- at up to this rate: 1000 deep by default (1 s at 1 kHz, 10 s at 100 Hz;
-# a JointState is a few hundred bytes). `queue_depth` (30) alone spanned 0.3 s of 100 Hz joint states.
-MAX_STATE_RATE_HZ = 1000
-MAX_QUEUE_DEPTH = 10000
 WAITING_FOR_CLOCK = "waiting for /clock (use_sim_time is true and no clock message came yet)"
 WARN_EVERY_S = 2.0
 STATUS_EVERY_S = 0.5
@@ -232,14 +226,6 @@ class RecordingSession:
     def topics(self) -> dict[str, str]:
         """Topic -> message type of every contract topic (what the node subscribes to)."""
         return {topic: feats[0].type for topic, feats in self._by_topic.items()}
-
-    def queue_depths(self, queue_depth: int, clock_jump_s: float) -> dict[str, int]:
-        """Topic -> subscription depth: `queue_depth` for images (their memory: 30 x 0.9 MB at 640x480 spans 1 s
-        at 30 fps), and at least `clock_jump_s` at `MAX_STATE_RATE_HZ` for other topics."""
-        small = min(MAX_QUEUE_DEPTH, max(queue_depth, math.ceil(MAX_STATE_RATE_HZ * clock_jump_s)))
-        return {
-            topic: queue_depth if any(f.is_image for f in feats) else small for topic, feats in self._by_topic.items()
-        }
 
     def activate(self, start_session: bool) -> None:
         """Sampling starts; with `start_session`, a session starts once every topic delivers (like lerobot-record,
