@@ -311,17 +311,14 @@ class RecordingSession:
                     self.status_dirty = True
 
     def _on_lost(self, topic: str, lost: int) -> None:
-        """Count and name messages that never reached the recorder (they cannot be taken, but are not hidden)."""
+        """Count and name messages that never reached the recorder (they cannot be taken, but are not hidden):
+        the log and /diagnostics (WARN during an episode); the status message only when they cost frames (frame 0)."""
         with self.lock:
             self.lost_messages[topic] = self.lost_messages.get(topic, 0) + lost
-            problem = (
+            self._warn_throttled(
                 f"{topic}: {lost} message(s) lost before the recorder took them (subscription queue overflow "
                 f"or transport loss; {self.lost_messages[topic]} in all): raise queue_depth or reduce the load"
             )
-            self._warn_throttled(problem)
-            if self.workflow is not None:
-                self.workflow.message = problem
-                self.status_dirty = True
 
     @property
     def _stamp_header(self) -> bool:
@@ -335,12 +332,13 @@ class RecordingSession:
 
     def _on_frame0(self, sampler: LiveSampler) -> None:
         """Frame 0 was placed: say so when it is later after the start than the latency window (a topic had no
-        sample until then: those slots hold no frame by the rule, and are not drops, but the episode is shorter)."""
+        sample until then: those slots hold no frame by the rule, and are not drops, but the episode is shorter),
+        or when messages lost on the way cost the slots before it (counted as dropped)."""
         delay = sampler.frame0_delay_ns
-        if delay is None or delay <= sampler.latency_ns or self.workflow is None:
+        lost = sampler.live.frames_dropped_lost
+        if delay is None or (delay <= sampler.latency_ns and not lost) or self.workflow is None:
             return
         late = sampler.first_after(sampler.latency_ns)
-        lost = sampler.live.frames_dropped_lost
         text = f"frame 0 is {delay / NS:.3f} s after the episode start"
         if late:
             text += f": no sample of {', '.join(late)} until then"
