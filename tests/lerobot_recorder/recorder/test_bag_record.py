@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from pathlib import Path
@@ -55,14 +56,18 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
         recorder.wait_for_output(rf"first message on {topic}$", timeout=30)
     result, _ = record_one_episode(ros_node, "pick the cube", 1.5)
     assert result.saved, result.message
-    # Samples delivered after their frame was taken (a stall longer than latency_s) are the one thing the bag
-    # holds and the live recording could not: the saved episode's count, before the next episode resets it.
-    late = int(diagnostics.wait_for(lambda v: v.get("episodes_saved") == "1")["late_samples"])
+    # Samples delivered after their frame was taken (a stall longer than latency_s) and messages that never reached
+    # the recorder (its queue overflowed while it stalled) are what the bag holds and the live recording could not:
+    # the saved episode's counts, before the next episode resets them.
+    saved = diagnostics.wait_for(lambda v: v.get("episodes_saved") == "1")
+    missed = int(saved["late_samples"]) + int(saved.get("lost_messages", "0"))
     streams.send_signal(signal.SIGINT)  # the bag takes what is still on its way, then stops
     streams.wait(10)
     recorder.send_signal(signal.SIGINT)
     assert recorder.wait(30) == 0, recorder.output()[-3000:]
-    assert '"error": null' in recorder.output()
+    output = recorder.output()
+    assert '"error": null' in output
+    missed += sum(json.loads(output[output.index("{") : output.rindex("}") + 1])["lost"].values())  # the bag's
 
     with BagSource(bag) as source:
         assert source.info.storage == "mcap"
@@ -96,8 +101,8 @@ def test_bag_then_bag2dataset_gives_the_live_recording(processes, ros_node, tmp_
     assert n >= 20 and len(offline) >= n  # the bag went on after the episode
     keys = ("observation.state", "observation.images.front", "observation.images.wrist")
     differ = [(i, key) for i in range(n) for key in keys if not np.array_equal(live[i][key], offline[i][key])]
-    # Each late sample can change at most the one value it arrived too late for; with none late, all are equal.
-    assert len(differ) <= late, f"{len(differ)} values differ with {late} late sample(s): {differ[:10]}"
+    # Each late or lost sample can change at most the one value it would have been; with none, all are equal.
+    assert len(differ) <= missed, f"{len(differ)} values differ, {missed} sample(s) late or lost: {differ[:10]} {saved}"
 
     # `resume` continues a dataset the bag converter wrote.
     start_streams(processes, name="streams-again")
@@ -154,7 +159,6 @@ def test_bag_record_rejects_bad_selections(capsys: pytest.CaptureFixture[str], t
 def test_bag_record_counts_the_messages_it_never_received(processes, ros_node, tmp_path: Path) -> None:
     """A burst of 3000 messages into its queue of 100: what never reached the bag recorder is counted per topic
     in its summary (the gaps in the publisher's sequence numbers), not silently missing from the bag."""
-    import json
     import time
 
     from rclpy.qos import QoSProfile, ReliabilityPolicy
