@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -451,13 +451,17 @@ class Aligner:
         return Pick(after) if after.stamp_ns - t < t - before.stamp_ns else Pick(before)
 
     def _trim(self, next_t: int) -> None:
-        """Forget samples no later frame can use (keep the newest one at or before `next_t`)."""
-        for buf in self._buffers.values():
-            while len(buf) >= 2 and buf[1].stamp_ns <= next_t:
-                buf.popleft()
+        trim_buffers(self._buffers.values(), next_t)
 
     def _check(self, slot: int, t: int, picks: dict[str, Pick]) -> AlignedFrame | None:
         return check_frame(self.report, self.features, self.tolerance_ns, slot, t, picks)
+
+
+def trim_buffers(buffers: Iterable[deque[Sample]], next_t: int) -> None:
+    """Forget samples no later frame can use (keep the newest one at or before `next_t`); offline and live."""
+    for buf in buffers:
+        while len(buf) >= 2 and buf[1].stamp_ns <= next_t:
+            buf.popleft()
 
 
 def check_frame(

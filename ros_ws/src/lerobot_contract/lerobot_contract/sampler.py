@@ -63,6 +63,7 @@ from lerobot_contract.align import (
     check_frame,
     frame_time,
     new_report,
+    trim_buffers,
 )
 from lerobot_contract.errors import ClockJumpError
 from lerobot_contract.time import NS
@@ -680,9 +681,7 @@ class LiveSampler:
         return picks
 
     def _trim(self, next_t: int) -> None:
-        for buf in self._buffers.values():
-            while len(buf) >= 2 and buf[1].stamp_ns <= next_t:
-                buf.popleft()
+        trim_buffers(self._buffers.values(), next_t)
 
     def _check(self, slot: int, t: int, picks: dict[str, Pick]) -> AlignedFrame | None:
         return check_frame(self.report, self.features, self.tolerance_ns, slot, t, picks)
