@@ -342,6 +342,8 @@ def test_a_bag_played_into_the_recorder_gives_bag2dataset_of_that_bag(
     keys = ("observation.state", "action", "observation.images.front")
     j, end, skipped, differ = offline_frames[0], offline_frames[1], 0, []
     for i in range(n_live):
+        if j >= end:
+            break  # the live episode's one frame past bag2dataset's cut (the frame counts agree within one)
         a = live_data[live_frames[0] + i]
         match = next(
             (k for k in range(j, min(j + 1 + dropped, end)) if all(np.array_equal(a[x], offline[k][x]) for x in keys)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -12,15 +13,17 @@ pytestmark = pytest.mark.ros
 
 
 def test_a_burst_that_overflows_the_subscription_queue_is_counted_as_lost(processes, ros_node, tmp_path: Path) -> None:
-    """A burst of 300 images on one camera topic into a queue 1 deep: the recorder cannot take them as fast as they
-    come, and the gaps in the burst publisher's sequence numbers are counted on /diagnostics, per topic."""
+    """A burst of 300 images on one camera topic into a queue 1 deep while the recorder is stopped (SIGSTOP: a stall,
+    deterministic; a burst alone was taken whole once when load slowed the publisher as much): delivered when it
+    resumes, the queue keeps the newest, and the gaps in the burst publisher's sequence numbers are counted on
+    /diagnostics, per topic."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
     diagnostics = Diagnostics(ros_node)
     watcher = status_watcher(ros_node)
     start_streams(processes)
-    start_recorder(processes, tmp_path / "ds", start_session=False, queue_depth=1)
+    recorder = start_recorder(processes, tmp_path / "ds", start_session=False, queue_depth=1)
     watcher.wait_state("idle", timeout=40)
     before = diagnostics.wait_for(lambda v: "lost_messages" in v)
     topic = "/cameras/front/image_raw"
@@ -30,10 +33,14 @@ def test_a_burst_that_overflows_the_subscription_queue_is_counted_as_lost(proces
             break
         time.sleep(0.05)
     count = 300
-    for _ in range(count):
-        msg = Image(height=1, width=1, encoding="rgb8", step=3, data=bytes(3))
-        msg.header.stamp = ros_node.get_clock().now().to_msg()
-        publisher.publish(msg)
+    recorder.send_signal(signal.SIGSTOP)
+    try:
+        for _ in range(count):
+            msg = Image(height=1, width=1, encoding="rgb8", step=3, data=bytes(3))
+            msg.header.stamp = ros_node.get_clock().now().to_msg()
+            publisher.publish(msg)
+    finally:
+        recorder.send_signal(signal.SIGCONT)
     key = f"lost_messages.{topic}"
     values = diagnostics.wait_for(lambda v: int(v.get(key, "0")) > int(before.get(key, "0")))
     lost = int(values[key])
