@@ -143,8 +143,14 @@ def test_the_node_status_names_the_robot_that_waits(tmp_path, processes, ros_nod
         name="policy",
     )  # fmt: skip
     robots = Robots(ros_node)  # publishes /robot_0 and /robot_1 only: /robot_9 waits
-    _wait(lambda: len(robots.chunks["/robot_0"]) >= 2 and any("/robot_9: waiting" in s.message for s in statuses[-3:]))
-    assert not any("/robot_0:" in s.message for s in statuses[-1:])
+    # The robot with data gets chunks while the status names the one that waits; /robot_0 may show a passing
+    # problem of its own under load (a late observation), but a status naming /robot_9 alone must come.
+    _wait(
+        lambda: (
+            len(robots.chunks["/robot_0"]) >= 2
+            and any("/robot_9: waiting" in s.message and "/robot_0:" not in s.message for s in statuses)
+        )
+    )
 
 
 def test_a_robot_namespace_that_is_not_absolute_fails_configure_in_one_line(tmp_path, processes, ros_node):
