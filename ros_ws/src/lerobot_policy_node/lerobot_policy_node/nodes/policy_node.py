@@ -41,7 +41,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -60,7 +59,7 @@ from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkP
 from lerobot_policy_node.core.resolve import resolve_policy
 from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
-from lerobot_policy_node.nodes.robot_lanes import RobotLanes
+from lerobot_policy_node.nodes.robot_lanes import RobotLanes, chunk_message
 from lerobot_ros import executors as ros_executors
 from lerobot_ros.message_conversion import import_message_type
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, diagnostic_status
@@ -621,18 +620,13 @@ class PolicyNode(LifecycleNode):
 
     def _publish_chunk(self, observation_ns: int, actions: np.ndarray, duration: float, task: str) -> None:
         assert self._mapping is not None and self._policy is not None
-        msg = ActionChunk()
-        msg.header.stamp = Time(nanoseconds=observation_ns).to_msg()
-        msg.names = list(self._mapping.joint_names)
-        msg.horizon = int(actions.shape[0])
-        msg.period = Duration(sec=self._period_ns // NS, nanosec=self._period_ns % NS)
-        msg.data = actions.astype(np.float32).reshape(-1).tolist()
         with self._lock:
             self._chunk_id += 1
-            msg.chunk_id = self._chunk_id
-        msg.inference_time = float(duration)
-        msg.policy = self._policy.name
-        msg.task = task
+            chunk_id = self._chunk_id
+        msg = chunk_message(
+            observation_ns, self._mapping.joint_names, actions, self._period_ns, chunk_id, duration,
+            self._policy.name, task,
+        )  # fmt: skip
         self._chunk_task = task
         self._chunk_pub.publish(msg)
         if self._message.startswith(("waiting", "newest observation", "the policy returned", "inference failed")):

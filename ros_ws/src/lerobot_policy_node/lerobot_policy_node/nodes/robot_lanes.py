@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,30 @@ from lerobot_ros.message_conversion import import_message_type
 
 if TYPE_CHECKING:
     from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+
+def chunk_message(
+    observation_ns: int,
+    joint_names: Sequence[str],
+    actions: np.ndarray,
+    period_ns: int,
+    chunk_id: int,
+    duration: float,
+    policy: str,
+    task: str,
+) -> ActionChunk:
+    """The ActionChunk of `actions` (horizon x joints) computed from the observation stamped `observation_ns`."""
+    msg = ActionChunk()
+    msg.header.stamp = Time(nanoseconds=observation_ns).to_msg()
+    msg.names = list(joint_names)
+    msg.horizon = int(actions.shape[0])
+    msg.period = Duration(sec=period_ns // NS, nanosec=period_ns % NS)
+    msg.data = actions.astype(np.float32).reshape(-1).tolist()
+    msg.chunk_id = chunk_id
+    msg.inference_time = float(duration)
+    msg.policy = policy
+    msg.task = task
+    return msg
 
 
 @dataclass
@@ -261,17 +286,11 @@ class RobotLanes:
     def _publish(
         self, lane: RobotLane, observation_ns: int, actions: np.ndarray, duration: float, observation: dict[str, Any]
     ) -> None:
-        msg = ActionChunk()
-        msg.header.stamp = Time(nanoseconds=observation_ns).to_msg()
-        msg.names = list(lane.mapping.joint_names)
-        msg.horizon = int(actions.shape[0])
-        msg.period = Duration(sec=self.period_ns // NS, nanosec=self.period_ns % NS)
-        msg.data = actions.astype(np.float32).reshape(-1).tolist()
         lane.chunks += 1
-        msg.chunk_id = lane.chunks
-        msg.inference_time = float(duration)
-        msg.policy = self.policy.name
-        msg.task = str(observation[TASK_KEY])
+        msg = chunk_message(
+            observation_ns, lane.mapping.joint_names, actions, self.period_ns, lane.chunks, duration,
+            self.policy.name, str(observation[TASK_KEY]),
+        )  # fmt: skip
         lane.chunk_pub.publish(msg)
         if lane.message.startswith(("waiting", "newest observation", "the policy returned", "inference failed")):
             lane.message = ""
