@@ -86,10 +86,9 @@ class Arm:
 
     def calibration_on_motors(self) -> dict[str, tuple[int, int, int]]:
         """(Homing_Offset, Min_Position_Limit, Max_Position_Limit) as stored in each motor."""
-        with self.bus.patient():
-            offsets = self.bus.sync_read("Homing_Offset")
-            mins = self.bus.sync_read("Min_Position_Limit")
-            maxes = self.bus.sync_read("Max_Position_Limit")
+        offsets = self.bus.sync_read("Homing_Offset")
+        mins = self.bus.sync_read("Min_Position_Limit")
+        maxes = self.bus.sync_read("Max_Position_Limit")
         return {n: (offsets[n], mins[n], maxes[n]) for n in self.names}
 
     def write_calibration_if_needed(self) -> list[str]:
