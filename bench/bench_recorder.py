@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -292,12 +293,21 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--latency", type=float, default=0.15, help="the recorder's latency_s")
+    parser.add_argument(
+        "--busy", type=int, default=0, help="extra busy-loop processes during the live run (1 = one core busy)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.duration = 20.0
     work = Path(tempfile.mkdtemp(prefix="bench_recorder_"))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        live = live_run(args, work)
+        try:
+            live = live_run(args, work)
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
         direct = direct_writer(args, work, frames=min(int(args.duration * 30), 600))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -305,6 +315,7 @@ def main() -> None:
         "headline": headline(args, live, direct),
         "load": f"{args.cameras} cameras {args.width}x{args.height} @ 30 fps + joints @ 100 Hz, codec {args.codec}",
         "latency_s": args.latency,
+        "busy_processes": args.busy,
         "machine": f"{os.cpu_count()} cores, load average at the end {os.getloadavg()[0]:.1f}",
         "lerobot_reference": "LeRobot rates 2 cameras 640x480 @ 30 fps as its 'low' recording load",
         "live": live,
@@ -312,6 +323,7 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "quick" if args.quick else f"{args.codec}_{args.cameras}cam"
+    name += f"_busy{args.busy}" if args.busy else ""
     out = RESULTS / f"recorder_{name}.json"
     out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
