@@ -98,6 +98,13 @@ class SimBridgeParameters:
         low=0.0,
         high=3600.0,
     )
+    lockstep_real_time_factor: float = param(
+        0.0,
+        "lockstep: at most this many simulated seconds per wall second (1 = never faster than real time, slower "
+        "when the controller or the machine is); 0 = as fast as commands come",
+        low=0.0,
+        high=1000.0,
+    )
     command_timeout: float = param(
         0.5, "simulated seconds after which a streamed command is stale (hold)", low=0.01, high=3600.0
     )
@@ -146,6 +153,12 @@ class SimBridge(Node):
         self._stop = threading.Event()
         self._pacer = RealTimePacer(self._dt)
         self._gate = LockstepGate(float(self.params.config.lockstep_timeout))
+        # Lockstep capped at a real-time factor: the gate decides *whether* to step (the command arrived), this
+        # pacer *when* (not before the scaled wall deadline); stamps stay simulated time either way.
+        factor = float(self.params.config.lockstep_real_time_factor)
+        self._lockstep_pacer = (
+            RealTimePacer(self._dt / factor) if factor > 0 and self._mode is PacingMode.LOCKSTEP else None
+        )
         self._rtf = RealTimeFactorMeter()
         self._sim_time = 0.0
         self._episode_index = -1
@@ -377,13 +390,18 @@ class SimBridge(Node):
         elif self._mode is PacingMode.LOCKSTEP:
             # An ended episode waits for its reset, so episode lengths never depend on timing.
             republish_at = time.monotonic() + LOCKSTEP_REPUBLISH_S
+            pacer = self._lockstep_pacer
             with self._wake:
                 while (
                     not self._stop.is_set()
                     and self._pending_reset is None
-                    and (self._episode_done or not self._gate.ready(time.monotonic()))
+                    and (
+                        self._episode_done
+                        or not self._gate.ready(time.monotonic())
+                        or (pacer is not None and pacer.delay(time.monotonic()) > 0)
+                    )
                 ):
-                    self._wake.wait(0.01)
+                    self._wake.wait(0.01 if pacer is None else min(0.01, max(pacer.delay(time.monotonic()), 0.001)))
                     if time.monotonic() >= republish_at and self._last_snapshot is not None:
                         # A controller that joined after the observation went out never saw it: send it
                         # again (same stamp, same state), which changes nothing for one that did.
@@ -393,6 +411,8 @@ class SimBridge(Node):
                             self._publish(self._last_snapshot, notify_gate=False)
                         finally:
                             self._wake.acquire()
+            if pacer is not None and self._pending_reset is None and not self._stop.is_set():
+                pacer.stepped(time.monotonic())
         return not self._stop.is_set()
 
     def _step_once(self) -> _Snapshot:

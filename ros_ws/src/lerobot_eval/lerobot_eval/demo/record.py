@@ -151,6 +151,14 @@ def _record_more(
         "start_session": "false",
         "episode_time_s": str(settings.max_episode_s),
         "resume": "true" if have else "false",
+        # One frame per simulation step, labelled with the expert's answer to exactly that observation, however
+        # busy the machine: the bridge steps only once the expert answered (lockstep, at most real time) and
+        # stamps simulated time, on which the recorder samples. In real time with wall stamps, a machine at load
+        # 6-12 gave frames that repeat the same step (30-50 % of them), drop steps and carry the expert's answer
+        # to an earlier observation -- demonstrations that depend on the load (README, "Demo results").
+        "mode": "lockstep",
+        "lockstep_real_time_factor": "1.0",
+        "use_sim_time": "true",
     }
     stack = LaunchedStack(
         installed_file("launch/sim_record.launch.yaml"), arguments, layout.root / "logs" / "record.log"
