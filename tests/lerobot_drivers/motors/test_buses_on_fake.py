@@ -150,3 +150,42 @@ def test_a_slow_answer_at_configure_is_not_a_missing_motor():
             assert bus.timeout_s == 0.05  # the control loop's timeout is back
         finally:
             bus.close()
+
+
+def test_a_late_reply_is_not_taken_for_the_next_request_feetech():
+    """Issue 18: the all-node-kinds shutdown test's driver reported "motor 'shoulder_lift' (id 2) does not answer;
+    other ids answering: 2". A reply that came after its timeout was read as the answer to the next request; a
+    Feetech ping is a PING then a READ of Model_Number, so each try took the other's reply (0 data bytes for the
+    read, 2 for the ping) and all three failed, out of step, until the scan found id 2 answering. Here id 2's
+    first three replies each come only once the next request has arrived, the way they did then."""
+    fake = make_bus("feetech", make_servos("feetech", [(i + 1, STS3215) for i in range(6)]))
+    fake.faults.late_next = {2: 3}
+    with PtyServoBus(fake) as pty:
+        bus = FeetechBus(pty.port, {n: Motor(i + 1, "sts3215") for i, n in enumerate(NAMES)}, timeout_s=0.05)
+        bus.open()
+        try:
+            bus.verify_motors()
+            assert fake.counters.late == 3
+            assert bus.stats.stale_replies == 2  # the ping's answer met by the read, the read's by the next ping
+        finally:
+            bus.close()
+
+
+def test_a_late_reply_is_not_taken_for_the_next_request_dynamixel():
+    """The same on Dynamixel: a read of id 2 whose reply comes late (after the next request arrived) must not be
+    taken for the ping that follows (dynamixel-sdk's ping read the position's bytes as the model number)."""
+    models = [XL430_W250, XL430_W250, XL330_M288, XL330_M288]
+    fake = make_bus("dynamixel", make_servos("dynamixel", [(i + 1, m) for i, m in enumerate(models)]))
+    with PtyServoBus(fake) as pty:
+        motors = {f"m{i + 1}": Motor(i + 1, m.name) for i, m in enumerate(models)}
+        bus = DynamixelBus(pty.port, motors, retries=0)
+        bus.open()
+        try:
+            fake.faults.late_next = {2: 1}
+            with pytest.raises(NoReplyError):
+                bus.read("Present_Position", "m2")
+            assert bus.ping(2, retries=0) == XL430_W250.model_number
+            assert bus.read("Present_Position", "m2") == 2048
+            assert fake.counters.late == 1 and bus.stats.stale_replies == 1
+        finally:
+            bus.close()

@@ -42,6 +42,8 @@ class Faults:
 
     `silent`: no servo answers (servo power lost, data line cut) while the port itself stays open.
     `reply_delay_s`: every reply goes out this late (a busy host, a slow USB adapter).
+    `late_next`: per motor id, its next n replies each go out only when the following request has arrived (so
+    late that the host gave up on it and sent its next request: the late reply then precedes that one's).
     """
 
     drop_next: int = 0
@@ -51,6 +53,7 @@ class Faults:
     error_bits: dict[int, int] = field(default_factory=dict)
     silent: bool = False
     reply_delay_s: float = 0.0
+    late_next: dict[int, int] = field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -71,6 +74,12 @@ class Faults:
             return True
         return self.corrupt_rate > 0 and self._random.random() < self.corrupt_rate
 
+    def take_late(self, motor_id: int) -> bool:
+        if self.late_next.get(motor_id, 0) > 0:
+            self.late_next[motor_id] -= 1
+            return True
+        return False
+
 
 @dataclass
 class FaultCounters:
@@ -80,6 +89,7 @@ class FaultCounters:
     replies: int = 0
     dropped: int = 0
     corrupted: int = 0
+    late: int = 0
     silenced: int = 0
     ignored_wrong_baud: int = 0
     damaged_requests: int = 0
@@ -97,6 +107,11 @@ class FakeServoBus(abc.ABC):
         self.counters = FaultCounters()
         self.lock = threading.RLock()
         self.on_write: Callable[[int, int, bytes], None] | None = None
+        self._held: list[bytes] = []  # late replies (Faults.late_next), sent when the next request arrives
+
+    def _release_late(self) -> list[bytes]:
+        held, self._held = self._held, []
+        return held
 
     def servo(self, motor_id: int) -> FakeServo:
         return self.servos[motor_id]
@@ -129,6 +144,10 @@ class FakeServoBus(abc.ABC):
         if self.faults.take_corrupt():
             self.counters.corrupted += 1
             packet[-1] ^= 0x5A
+        if self.faults.take_late(servo.motor_id):
+            self.counters.late += 1
+            self._held.append(bytes(packet))
+            return []
         return [bytes(packet)]
 
     def set_error(self, motor_id: int, bits: int) -> None:
@@ -164,6 +183,7 @@ class FeetechFakeBus(FakeServoBus):
                     self.counters.damaged_requests += 1
                     continue
                 self.counters.requests += 1
+                out += self._release_late()
                 out += self._handle(item)
         return out
 
@@ -222,6 +242,7 @@ class DynamixelFakeBus(FakeServoBus):
                 if item.instruction == dxl_tables.STATUS:
                     continue
                 self.counters.requests += 1
+                out += self._release_late()
                 out += self._handle(item)
         return out
 

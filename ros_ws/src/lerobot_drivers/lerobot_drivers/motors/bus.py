@@ -22,6 +22,7 @@ from lerobot_drivers.motors.errors import (
     NoReplyError,
     PortError,
 )
+from lerobot_drivers.motors.link import LinkStats
 from lerobot_drivers.motors.tables import ModelInfo, Register
 
 T = TypeVar("T")
@@ -40,8 +41,8 @@ class Motor:
 
 
 @dataclass
-class BusStats:
-    """Counters of one bus since it was opened."""
+class BusStats(LinkStats):
+    """Counters of one bus since it was opened (with what its link dropped to keep replies in step)."""
 
     transactions: int = 0
     retries: int = 0

@@ -598,6 +598,7 @@ class ArmDriver(LifecycleNode):
                 bus_transactions=str(arm.bus.stats.transactions),
                 bus_retries=str(arm.bus.stats.retries),
                 bus_failures=str(arm.bus.stats.failures),
+                bus_stale_replies=str(arm.bus.stats.stale_replies),
             )
         state = self._last_state
         if state is not None and arm is not None:

@@ -1,1 +1,1 @@
-"""Dynamixel X-series servos (XL330/XL430 on the Koch arm), protocol 2.0, on dynamixel-sdk."""
+"""Dynamixel X-series servos (XL330/XL430 on the Koch arm), protocol 2.0, on pyserial."""

@@ -4,7 +4,7 @@ LEN counts INSTR + (stuffed) PARAMS + CRC. Any `FF FF FD` inside INSTR..PARAMS i
 `FF FF FD FD`. The CRC is CRC-16/BUYPASS (polynomial 0x8005, no reflection, init 0) over everything
 before it, header included. A status packet has INSTR 0x55 followed by the error byte.
 
-The bus itself talks through dynamixel-sdk; this module serves the fake servos and the tests, and
+The bus (`bus.py`), the fake servos and the tests use it; it also
 documents the wire format the bench's wire-time figures are computed from.
 """
 
