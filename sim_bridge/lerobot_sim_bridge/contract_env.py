@@ -7,19 +7,23 @@ contract's features by the contract's own conversion (`FeatureContract.value` of
 PoseArray the bridge would publish; camera frames as rendered). A reset takes one control period of simulated
 time, an episode ends on success, termination, truncation or `max_steps`, as the bridge decides.
 
-The simulation is built on the first `reset`, in whichever process calls it: under `make_vector_env` that is
-the worker, so each worker owns its MuJoCo model and renderer (a GL context is never inherited across a fork;
-the workers are spawned). `next_seed`, set by the caller before an episode ends, makes the env start that
-episode in the same `step` call that ended the previous one (no round trip with the other envs waiting);
-`info["next_episode_seed"]` then names it and the returned observation is its first one. An env with no next
-seed stays idle after its episode: further steps change nothing and return `info["idle"]`.
+The simulation is built on the first `reset`, in whichever process calls it: under
+`lerobot_ros.vector_env.make_vector_env` that is the worker, so each worker owns its MuJoCo model and renderer (a
+GL context is never inherited across a fork; the workers are spawned). `next_seed`, set by the caller before an
+episode ends, makes the env start that episode in the same `step` call that ended the previous one (no round trip
+with the other envs waiting); `info["next_episode_seed"]` then names it and the returned observation is its first
+one. An env with no next seed stays idle after its episode: further steps change nothing and return
+`info["idle"]`, until the next `reset`.
+
+`contract_sim_env(contract=FILE)` builds one from a contract file alone (the cameras it declares, its fps): the
+trainer's periodic evaluation (`lerobot-ros train --eval-every`) names it as its env factory.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -31,8 +35,6 @@ from lerobot_sim_bridge.adapters import CameraConfig, SimAdapter, SimConfig, mak
 from lerobot_sim_bridge.errors import InvalidConfigError
 
 ACTION_KEY = "action"
-# Workers start from a fresh interpreter: nothing (GL context, torch threads, ROS context) is inherited.
-WORKER_START_METHOD = "spawn"
 
 
 def _relative_topic(topic: str, namespace: str) -> str:
@@ -221,20 +223,25 @@ class SimContractEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             self._adapter = None
 
 
-def make_vector_env(
-    num_envs: int, env_factory: Callable[[], SimContractEnv], *, context: str = WORKER_START_METHOD
-) -> gymnasium.vector.AsyncVectorEnv:
-    """`num_envs` copies of `env_factory()` in spawned worker processes, stepped together (lockstep).
+def contract_sim_env(
+    contract: str | Path,
+    env_id: str = "so101_pick_place",
+    features: Sequence[str] | None = None,
+    max_steps: int = 0,
+) -> SimContractEnv:
+    """A `SimContractEnv` for the contract file `contract` (a dataset's `meta/contract.json` or a contract YAML): at
+    the contract's fps, rendering the cameras its `observation.images.*` features declare (`/cameras/<name>/...`
+    at their shape). `features`: the observation keys to produce (default: every `observation.*` of the contract;
+    `action` is always kept), so a policy that uses no camera renders none."""
+    from lerobot_contract import load_contract
 
-    Observations travel through shared memory; episodes are restarted by the envs themselves (`next_seed`), so
-    gymnasium's autoreset is off. `env_factory` must be picklable (a `functools.partial` of `SimContractEnv`).
-    """
-    from gymnasium.vector import AsyncVectorEnv, AutoresetMode
-
-    if num_envs < 1:
-        raise InvalidConfigError(f"num_envs must be >= 1, got {num_envs}")
-    if context not in multiprocessing.get_all_start_methods():
-        raise InvalidConfigError(f"start method {context!r} is not available here")
-    return AsyncVectorEnv(
-        [env_factory] * num_envs, shared_memory=True, context=context, autoreset_mode=AutoresetMode.DISABLED
-    )
+    loaded = load_contract(contract)
+    keys = [k for k in loaded.features if k.startswith("observation.")] if features is None else list(features)
+    selected = loaded.select([*(k for k in keys if k != ACTION_KEY), ACTION_KEY])
+    cameras = []
+    for feature in selected.features.values():
+        parts = feature.topic.strip("/").split("/")
+        if feature.is_image and len(parts) > 1 and topics.image_topic(parts[1]) == feature.topic:
+            height, width = feature.shape[:2]
+            cameras.append(f"{parts[1]}:{width}x{height}")
+    return SimContractEnv(env_id, selected.to_dict(), float(selected.fps), ",".join(cameras), max_steps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -53,8 +54,35 @@ def test_demo_eval_on_two_envs_writes_the_rows_the_report_shows(tmp_path: Path) 
     )
     assert (layout.eval / "episode_000.gif").stat().st_size > 0 and summary["gifs"] == ["episode_000.gif"]
     assert json.loads(layout.eval_summary.read_text())["expert_success_rate"] >= 0.0
+    [run] = summary["runs"]
+    assert (run["mode"], run["envs"], run["episodes"]) == ("lockstep, 2 envs", 2, 3) and run["wall_s"] > 0
+    assert run["episodes_per_minute"] == pytest.approx(60 * 3 / run["wall_s"], rel=0.01)
     path, _ = build_report(layout)
-    assert "## 3. Evaluation in lockstep, 2 envs in-process sims" in path.read_text()
+    report = path.read_text()
+    assert "## 3. Evaluation in lockstep, 2 envs in-process sims" in report
+    rate = f"{run['episodes_per_minute']:.1f} episodes/min"
+    assert f"- mode: lockstep, 2 envs: 3 episodes in {run['wall_s']:.0f} s = {rate}" in report
     # A second run finds every episode done.
     evaluate(layout, settings, lines.append, num_envs="2")
     assert len(read_jsonl(layout.eval_log)) == 3 and any("nothing to run" in line for line in lines)
+
+
+def test_through_ros_without_num_envs_is_one_line(tmp_path: Path) -> None:
+    import argparse
+
+    from lerobot_eval.demo.command import DEMO
+    from lerobot_ros.command import CommandError
+
+    layout = DemoLayout(tmp_path / "demo")
+    message = r"^--through-ros runs several robots at once: give --num-envs N \(or --num-envs auto\)$"
+    with pytest.raises(CommandError, match=message):
+        evaluate(layout, DemoSettings(), print, num_envs=None, through_ros=True)
+    parser = argparse.ArgumentParser()
+    DEMO.add_arguments(parser)
+    for verb in ("eval", "all"):  # refused before `all` records anything
+        args = parser.parse_args([verb, "--workdir", str(tmp_path / verb), "--through-ros"])
+        with pytest.raises(CommandError, match=message):
+            DEMO.run(args)
+        assert not (tmp_path / verb / "dataset").exists()
+    args = parser.parse_args(["eval", "--workdir", str(tmp_path / "x"), "--num-envs", "100000", "--through-ros"])
+    assert (args.num_envs, args.through_ros) == ("100000", True)

@@ -23,14 +23,9 @@ import pytest
 import torch
 import yaml
 
-from lerobot_eval.vector_evaluation import (
-    WORKER_MEMORY_BYTES,
-    BatchPolicy,
-    MachineLimitError,
-    choose_num_envs,
-    max_envs,
-)
+from lerobot_eval.vector_evaluation import BatchPolicy
 from lerobot_policy_node.core.policies import CheckpointPolicy, InputFeature
+from lerobot_ros.vector_env import WORKER_MEMORY_BYTES, MachineLimitError, choose_num_envs, max_envs
 from lerobot_sim_bridge.contract_env import SimContractEnv
 from lerobot_sim_bridge.errors import InvalidConfigError
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium
 import numpy as np
+from gymnasium import spaces
 
 
 class EvenSeedEnv:
@@ -47,3 +49,46 @@ class UnreachableRobotEnv:
 
     def step(self, action: np.ndarray[Any, Any]) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         raise AssertionError("never reached")
+
+
+class SeededReachEnv(gymnasium.Env[dict[str, np.ndarray[Any, Any]], np.ndarray[Any, Any]]):
+    """A gymnasium env for the vector evaluation (spaces, so it runs in gymnasium's AsyncVectorEnv workers) whose
+    outcome depends on the policy: the state integrates the actions, the reward is the action's first value (so
+    equal returns mean equal actions), and an episode succeeds when the state's first value ends above a target
+    drawn from the seed; episodes end after 3 + seed % 4 steps, so envs finish at different times."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_space = spaces.Dict(  # type: ignore[assignment]
+            {
+                "observation.state": spaces.Box(-np.inf, np.inf, (3,), dtype=np.float32),
+                "observation.environment_state": spaces.Box(-np.inf, np.inf, (2,), dtype=np.float32),
+            }
+        )
+        self.action_space = spaces.Box(-np.inf, np.inf, (3,), dtype=np.float32)
+        self.state = np.zeros(3, dtype=np.float32)
+        self.target, self.length, self.steps = 0.0, 3, 0
+
+    def _observation(self) -> dict[str, np.ndarray[Any, Any]]:
+        return {
+            "observation.state": self.state.copy(),
+            "observation.environment_state": np.array([self.target, self.steps], dtype=np.float32),
+        }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray[Any, Any]], dict[str, Any]]:
+        rng = np.random.default_rng(seed)
+        self.state = rng.uniform(-1.0, 1.0, 3).astype(np.float32)
+        self.target, self.length, self.steps = float(rng.uniform(-1.0, 1.0)), 3 + (seed or 0) % 4, 0
+        return self._observation(), {}
+
+    def step(
+        self, action: np.ndarray[Any, Any]
+    ) -> tuple[dict[str, np.ndarray[Any, Any]], float, bool, bool, dict[str, Any]]:
+        values = np.asarray(action, dtype=np.float32)
+        self.state = (self.state + 0.1 * values).astype(np.float32)
+        self.steps += 1
+        done = self.steps >= self.length
+        success = done and float(self.state[0]) > self.target
+        return self._observation(), float(values[0]), done, False, {"is_success": success}

@@ -75,11 +75,20 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-every", type=int, help="steps between sim evaluations (0 = never, the default)")
     parser.add_argument("--eval-episodes", type=int, help="episodes per sim evaluation (default 5)")
     parser.add_argument(
-        "--eval-env", help="environment factory module:callable (default lerobot_sim_bridge.ros_env:RosRobotEnv)"
+        "--eval-env",
+        help="environment factory module:callable (default lerobot_sim_bridge.contract_env:contract_sim_env, the sim "
+        "in this process; lerobot_sim_bridge.ros_env:RosRobotEnv drives a running sim bridge)",
     )
     parser.add_argument("--eval-max-steps", type=int, help="step limit of an evaluation episode (default 300)")
     parser.add_argument(
         "--eval-env-kwargs", type=json.loads, help="JSON object of keyword arguments for the env factory"
+    )
+    parser.add_argument(
+        "--eval-num-envs",
+        type=_num_envs,
+        metavar="N",
+        help="evaluation envs stepped at once, each in a worker process (default: one per core for the default "
+        "in-process sim, 1 for another --eval-env; 'auto': one per core)",
     )
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the final checkpoint to this model repo")
     parser.add_argument("--private", action="store_true", help="create the hub repo private")
@@ -119,11 +128,26 @@ _FLAG_FIELDS = {
     "eval_env": "eval_env",
     "eval_max_steps": "eval_max_steps",
     "eval_env_kwargs": "eval_env_kwargs",
+    "eval_num_envs": "eval_num_envs",
     "relative_actions": "relative_actions",
 }
 # Settings a resumed run may change; the rest would make it a different run.
 _RESUMABLE = {"steps", "decay_steps", "num_workers", "device", "threads", "val_every", "save_every", "log_every",
-              "eval_every", "eval_episodes", "eval_env", "eval_max_steps", "eval_env_kwargs"}  # fmt: skip
+              "eval_every", "eval_episodes", "eval_env", "eval_max_steps", "eval_env_kwargs",
+              "eval_num_envs"}  # fmt: skip
+
+
+def _num_envs(text: str) -> int | str:
+    """`--eval-num-envs`: a number >= 1 or 'auto'."""
+    if text == "auto":
+        return text
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 1 or 'auto', got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be a number >= 1 or 'auto', got {count}")
+    return count
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -46,7 +47,13 @@ from lerobot_training.distributed import (
     rank_seed,
 )
 from lerobot_training.errors import CheckpointError, FeatureMismatchError, PolicyConfigError, TrainingError
-from lerobot_training.evaluation import DEFAULT_ENV_FACTORY, accepts_argument, evaluate, find_env_factory
+from lerobot_training.evaluation import (
+    DEFAULT_ENV_FACTORY,
+    accepts_argument,
+    evaluate,
+    evaluate_vector,
+    find_env_factory,
+)
 from lerobot_training.features import ACTION, FeatureType
 from lerobot_training.policies.base import Policy
 from lerobot_training.policies.registry import policy_class
@@ -96,6 +103,9 @@ class TrainConfig:
     eval_max_steps: int = 300
     eval_env: str = DEFAULT_ENV_FACTORY
     eval_env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Envs the evaluation steps at once (spawned workers); None: one per core for the default in-process sim,
+    # 1 (serial, in this process) for another --eval-env, which may share outside state (RosRobotEnv: one bridge).
+    eval_num_envs: int | str | None = None
     # Joints whose targets are action - state at the frame; [] = every action joint but the gripper; None = off.
     relative_actions: list[str] | None = None
     progress: bool = True
@@ -113,6 +123,9 @@ class TrainConfig:
         if self.warmup_steps < 0 or self.num_workers < 0 or self.eval_every < 0:
             raise PolicyConfigError("warmup_steps, num_workers and eval_every must be >= 0")
         self.transforms_config()  # validates image_transforms
+        envs = self.eval_num_envs
+        if envs is not None and envs != "auto" and (not isinstance(envs, int) or isinstance(envs, bool) or envs < 1):
+            raise PolicyConfigError(f"eval_num_envs must be a number >= 1 or 'auto', got {self.eval_num_envs!r}")
         if self.relative_actions is not None and not (
             isinstance(self.relative_actions, list) and all(isinstance(j, str) for j in self.relative_actions)
         ):
@@ -271,6 +284,9 @@ class Trainer:
                     f"{self._resume_dir}: the train/validation split differs from this run's (seed or dataset changed)"
                 )
         self._env: Any = None
+        self._env_is_vector = False
+        if config.eval_every:
+            self.eval_num_envs()  # more envs than this machine holds: refused before training starts
 
     @staticmethod
     def _dataset_contract(reader: Any) -> dict[str, Any] | None:
@@ -376,12 +392,42 @@ class Trainer:
                 contract_path = config.datasets[0] / "meta" / "contract.json"
                 if "contract" not in kwargs and contract_path.is_file() and accepts_argument(factory, "contract"):
                     kwargs["contract"] = str(contract_path)
-                self._env = factory(**kwargs)
-            result = evaluate(self.policy, self._env, config.eval_episodes, config.eval_max_steps, config.seed)
+                if "features" not in kwargs and accepts_argument(factory, "features"):
+                    kwargs["features"] = list(self.policy.config.input_features)  # no camera the policy ignores
+                num_envs = self.eval_num_envs()
+                if num_envs > 1:
+                    from lerobot_ros.vector_env import make_vector_env
+
+                    self.write(f"sim evaluation: {config.eval_episodes} episodes on {num_envs} envs at a time")
+                    self._env = make_vector_env(num_envs, functools.partial(factory, **kwargs))
+                else:
+                    self._env = factory(**kwargs)
+                self._env_is_vector = num_envs > 1
+            run = evaluate_vector if self._env_is_vector else evaluate
+            result = run(self.policy, self._env, config.eval_episodes, config.eval_max_steps, config.seed)
         except Exception as err:  # a simulator failure must not end a long training run; it is reported
             self.write(f"sim evaluation at step {self.step} failed: {type(err).__name__}: {err}")
             return None
         return result.success_rate
+
+    def eval_num_envs(self) -> int:
+        """How many envs the periodic evaluation runs at once (`eval_num_envs`, checked against this machine)."""
+        from lerobot_ros.vector_env import AUTO, choose_num_envs
+
+        config = self.config
+        requested = config.eval_num_envs
+        if requested is None:
+            requested = AUTO if config.eval_env == DEFAULT_ENV_FACTORY else 1
+        try:
+            return int(choose_num_envs(requested, config.eval_episodes, option="--eval-num-envs"))
+        except ValueError as err:
+            raise PolicyConfigError(str(err)) from None
+
+    def close_eval_env(self) -> None:
+        """Stop the evaluation's env (its workers, when it runs several)."""
+        env, self._env = self._env, None
+        if env is not None and hasattr(env, "close"):
+            env.close()
 
     def save_checkpoint(self) -> Path:
         directory = self.config.out / "checkpoints" / f"{self.step:06d}"
@@ -441,6 +487,7 @@ class Trainer:
             self._train_worker()
             return self.config.out / "checkpoints" / f"{self.config.steps:06d}" / "pretrained_model"
         finally:
+            self.close_eval_env()
             destroy_process_group()
 
     def _optimisation_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float], Tensor]:

@@ -137,12 +137,13 @@ def _run_vector(
 ) -> dict[str, Any]:
     """`--num-envs`: the episodes on an in-process vector env (lerobot_eval.vector_evaluation)."""
     from lerobot_eval import vector_evaluation as vector
+    from lerobot_ros import vector_env
     from lerobot_ros.command import CommandError
 
     if not settings.start_bridge:
         raise CommandError("--num-envs runs its own simulations in this process: drop --no-bridge")
     try:
-        num_envs = vector.choose_num_envs(settings.num_envs or vector.AUTO, settings.episodes)
+        num_envs = vector_env.choose_num_envs(settings.num_envs or vector_env.AUTO, settings.episodes)
         factory = vector.contract_env_factory(settings.env_id, contract, fps, settings.cameras, settings.max_steps)
         factory()  # the contract and cameras are checked here, before any worker starts
         vector.BatchPolicy(policy, 1)
@@ -169,7 +170,7 @@ def _run_vector(
     report = _report(settings, contract, result.episodes, result.totals, result.inference_s, videos)
     report["num_envs"] = num_envs
     report["wall_s"] = result.wall_s
-    report["episodes_per_minute"] = vector.episodes_per_minute(len(result.episodes), result.wall_s)
+    report["episodes_per_minute"] = vector_env.episodes_per_minute(len(result.episodes), result.wall_s)
     report["policy_batch_sizes"] = {"mean": float(np.mean(result.batch_sizes)) if result.batch_sizes else 0.0,
                                     "max": max(result.batch_sizes, default=0)}  # fmt: skip
     return report
@@ -182,8 +183,8 @@ def _run_through_ros(
     import dataclasses
 
     from lerobot_eval import ros_evaluation
-    from lerobot_eval import vector_evaluation as vector
     from lerobot_policy_node.core.policies import RemotePolicy
+    from lerobot_ros import vector_env
     from lerobot_ros.command import CommandError
 
     if not settings.start_bridge:
@@ -192,7 +193,7 @@ def _run_through_ros(
         raise CommandError(f"--through-ros serves every robot from one policy node; {policy.name} keeps one episode "
                            "state for every caller: evaluate it without --num-envs")  # fmt: skip
     try:  # each robot is a bridge process: the same machine limit as the in-process workers
-        num_envs = vector.choose_num_envs(settings.num_envs or vector.AUTO, settings.episodes)
+        num_envs = vector_env.choose_num_envs(settings.num_envs or vector_env.AUTO, settings.episodes)
     except ValueError as err:
         raise CommandError(str(err)) from None
     visual = any(feature.visual for feature in policy.inputs)
@@ -217,7 +218,7 @@ def _run_through_ros(
     report.update(
         num_envs=num_envs, through_ros=True, mode="real time through ROS", wall_s=result["wall_s"],
         startup_s=result["total_s"] - result["wall_s"],
-        episodes_per_minute=vector.episodes_per_minute(len(result["episodes"]), result["wall_s"]),
+        episodes_per_minute=vector_env.episodes_per_minute(len(result["episodes"]), result["wall_s"]),
         policy_processes=result["policy_processes"], policy_batch_sizes={
             "counts": sizes, "batched": sum(n for k, n in sizes.items() if k > 1),
             "mean": sum(k * n for k, n in sizes.items()) / max(1, sum(sizes.values())), "max": max(sizes, default=0),

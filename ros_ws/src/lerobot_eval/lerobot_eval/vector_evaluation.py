@@ -12,6 +12,9 @@ Per-seed outcomes equal the serial evaluation's: an episode depends only on its 
 seed, the executor is new), and a checkpoint's chunk for an observation does not depend on which other
 observations share its batch (`CheckpointPolicy.predict_chunks`). A scripted policy gets one instance per env
 (it keeps per-episode state); a policy behind `grpc://` is refused (one server, one episode state).
+
+How many envs the machine holds and the vector env itself are `lerobot_ros.vector_env`'s (shared with the
+trainer's periodic evaluation).
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import math
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -34,77 +35,7 @@ from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected
 from lerobot_policy_node.core.executor import BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy, RemotePolicy
-
-# Resident memory of one worker (spawned interpreter, MuJoCo model, Mesa EGL renderer of a 320x240 camera, message
-# types): measured 0.58 GiB RSS, 0.48 GiB of it its own (psutil USS), on the SO-101 sim; rounded up.
-WORKER_MEMORY_BYTES = 640 * 1024**2
-# More workers than this many per core only queue for the same cores (and each holds its memory).
-WORKERS_PER_CORE = 4
-AUTO = "auto"
-
-
-class MachineLimitError(ValueError):
-    """More envs than this machine can hold; the message says how many it can."""
-
-
-def available_cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def available_memory_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo (None where there is none)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def max_envs(cores: int, memory_bytes: int | None) -> int:
-    """How many envs this machine holds: WORKERS_PER_CORE per core, and a worker's memory each."""
-    by_cores = cores * WORKERS_PER_CORE
-    if memory_bytes is None:
-        return by_cores
-    return max(0, min(by_cores, memory_bytes // WORKER_MEMORY_BYTES))
-
-
-def choose_num_envs(
-    requested: str | int, episodes: int, cores: int | None = None, memory_bytes: int | None = -1
-) -> int:
-    """The number of envs to run: `requested` checked against the machine, or (`auto`) one per core, at most one per
-    episode. Raises MachineLimitError (one line) when the machine cannot hold `requested`, ValueError when it is
-    not a positive number or `auto`."""
-    cores = available_cores() if cores is None else cores
-    memory = available_memory_bytes() if memory_bytes == -1 else memory_bytes
-    limit = max_envs(cores, memory)
-    memory_text = (
-        f", {memory / 1024**3:.1f} GiB available at {WORKER_MEMORY_BYTES / 1024**3:.2f} GiB per env"
-        if memory is not None
-        else ""
-    )
-    if requested == AUTO:
-        if limit < 1:
-            raise MachineLimitError(f"--num-envs: this machine cannot hold one env ({cores} cores{memory_text})")
-        return max(1, min(cores, episodes, limit))
-    try:
-        count = int(requested)
-    except (TypeError, ValueError):
-        raise ValueError(f"--num-envs must be a number >= 1 or '{AUTO}', got {requested!r}") from None
-    if count < 1:
-        raise ValueError(f"--num-envs must be >= 1 (or '{AUTO}'), got {count}")
-    if count > limit:
-        raise MachineLimitError(
-            f"--num-envs {count}: this machine holds at most {limit} envs ({cores} cores x {WORKERS_PER_CORE}"
-            f"{memory_text}); pass --num-envs {limit} or fewer, or --num-envs {AUTO}"
-        )
-    return count
+from lerobot_ros.vector_env import make_vector_env as default_vector_env
 
 
 class BatchPolicy:
@@ -196,8 +127,6 @@ def run_vector_episodes(
     make_vector_env: Callable[[int, Callable[[], Any]], Any] | None = None,
 ) -> VectorEvalResult:
     """Run one episode per seed on `num_envs` envs of `env_factory` in lockstep (see the module docstring)."""
-    from lerobot_sim_bridge.contract_env import make_vector_env as default_vector_env
-
     num_envs = min(num_envs, len(seeds))
     batch_policy = BatchPolicy(policy, num_envs)
     started = time.perf_counter()
@@ -331,8 +260,3 @@ def contract_env_factory(env_id: str, contract: Any, fps: float, cameras: str, m
     from lerobot_sim_bridge.contract_env import SimContractEnv
 
     return functools.partial(SimContractEnv, env_id, contract.to_dict(), fps, cameras, max_steps)
-
-
-def episodes_per_minute(episodes: int, wall_s: float) -> float:
-    """Throughput of a run."""
-    return 60.0 * episodes / wall_s if wall_s > 0 and math.isfinite(wall_s) else 0.0

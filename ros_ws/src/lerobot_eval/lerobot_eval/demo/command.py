@@ -4,6 +4,7 @@
   lerobot-ros demo record    # SO-101 sim + scripted expert + recorder -> LeRobot v3 dataset
   lerobot-ros demo train     # ACT on that dataset (CPU), checkpoints the policy node loads
   lerobot-ros demo eval      # policy node + action executor drive the sim in real time on unseen seeds
+                             #   --num-envs N: N in-process sims in lockstep; --num-envs N --through-ros: N robots
   lerobot-ros demo report    # report.md with the training curve, success vs the expert, latency, a GIF
 
 Every stage keeps its results in --workdir and resumes from them: a second `demo all` only does what is
@@ -62,6 +63,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                 help="evaluate in lockstep on N in-process sims at once instead of the real-time ROS stack "
                 "(alone or 'auto': one per core)",
             )  # fmt: skip
+            sub.add_argument(
+                "--through-ros", action="store_true",
+                help="with --num-envs N: N sim bridges (real time, namespaces /robot_0..) driven by N action executors "
+                "and one policy node batching their observations, instead of in-process sims",
+            )  # fmt: skip
 
 
 def _settings(args: argparse.Namespace) -> DemoSettings:
@@ -79,6 +85,8 @@ def _settings(args: argparse.Namespace) -> DemoSettings:
 
 def _run(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    if getattr(args, "through_ros", False) and getattr(args, "num_envs", None) is None:  # before `all` records
+        raise CommandError("--through-ros runs several robots at once: give --num-envs N (or --num-envs auto)")
     layout = DemoLayout(args.workdir.resolve())
     layout.root.mkdir(parents=True, exist_ok=True)
     timings = read_json(layout.timings)
@@ -116,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         from lerobot_eval.demo.evaluate import evaluate
 
         def do_eval() -> None:
-            summary = evaluate(layout, settings, say, getattr(args, "num_envs", None))
+            summary = evaluate(layout, settings, say, args.num_envs, args.through_ros)
             say(
                 f"eval: policy {summary['successes']}/{summary['episodes']} successful, scripted expert "
                 f"{summary['expert_successes']}/{summary['episodes']} on the same seeds"

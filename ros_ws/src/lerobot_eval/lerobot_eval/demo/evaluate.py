@@ -13,6 +13,12 @@ With `--num-envs N` the episodes run instead in lockstep on N in-process simulat
 (`lerobot_eval.vector_evaluation`, what `lerobot-ros eval --num-envs` runs: the bridge's controller and
 contract conversion, the executor core on the simulation's step clock, crossfade, re-plan at half a chunk): the
 policy's success on the same seeds without real-time effects, several episodes at a time; no latency figures.
+With `--num-envs N --through-ros` they run in real time through the nodes, N at a time
+(`lerobot_eval.ros_evaluation`, what `lerobot-ros eval --num-envs N --through-ros` runs: N sim bridges in
+namespaces /robot_0.., N action executors, one policy node batching their inferences).
+
+Every run appends its mode, episode count and wall time to runs.jsonl; the report states the mode and the
+episodes per minute of each.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from lerobot_ros.command import CommandError
 NAMESPACE = "/follower"
 SIM_CONTRACT = "config/contracts/so101_sim.yaml"
 REAL_TIME = "real time through ROS"
+ENV_ID = "so101_pick_place"
 CAMERA = "front"
 GIF_EVERY = 2  # keep every 2nd camera frame (15 fps)
 EXECUTOR_KEYS = (
@@ -140,10 +147,16 @@ class Supervisor:
 
 
 def evaluate(
-    layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None], num_envs: str | None = None
+    layout: DemoLayout,
+    settings: DemoSettings,
+    say: Callable[[str], None],
+    num_envs: str | None = None,
+    through_ros: bool = False,
 ) -> dict[str, Any]:
-    """Run the missing evaluation episodes (`num_envs`: in lockstep on that many in-process envs), then summarise all
-    of them (eval.json)."""
+    """Run the missing evaluation episodes (`num_envs`: in lockstep on that many in-process envs; with `through_ros`,
+    on that many robots through the nodes), then summarise all of them (eval.json)."""
+    if through_ros and num_envs is None:
+        raise CommandError("--through-ros runs several robots at once: give --num-envs N (or --num-envs auto)")
     step = trained_step(layout)
     if step == 0:
         raise CommandError(f"no trained checkpoint in {layout.train}; run `lerobot-ros demo train` first")
@@ -151,7 +164,7 @@ def evaluate(
     done = evaluated_episodes(layout)
     if done and any(row.get("checkpoint_id") != weights for row in done):
         say(f"eval: the checkpoint changed (now step {step}); its {len(done)} earlier episodes are evaluated again")
-        for name in ("episodes.jsonl", "chunks.jsonl", "eval.json", "executor.jsonl", "policy.jsonl"):
+        for name in ("episodes.jsonl", "chunks.jsonl", "eval.json", "executor.jsonl", "policy.jsonl", "runs.jsonl"):
             (layout.eval / name).unlink(missing_ok=True)
         for gif in layout.eval.glob("episode_*.gif"):
             gif.unlink()
@@ -160,12 +173,19 @@ def evaluate(
     if missing <= 0:
         say(f"eval: {len(done)} episodes already evaluated at step {step}; nothing to run")
     else:
+        how = (
+            "through policy node + executor + sim bridge (real time)"
+            if num_envs is None
+            else ("through the nodes (real time), several robots at once" if through_ros else "in lockstep")
+        )
         say(
-            f"eval: {missing} episode(s) of the policy at step {step} through policy node + executor + sim bridge "
-            f"(real time), seeds {settings.eval_seed + len(done)}..{settings.eval_seed + settings.eval_episodes - 1}"
+            f"eval: {missing} episode(s) of the policy at step {step} {how}, "
+            f"seeds {settings.eval_seed + len(done)}..{settings.eval_seed + settings.eval_episodes - 1}"
         )
         if num_envs is None:
             _run_episodes(layout, settings, (step, weights), len(done), say)
+        elif through_ros:
+            _run_ros_episodes(layout, settings, (step, weights), len(done), say, num_envs)
         else:
             _run_lockstep_episodes(layout, settings, (step, weights), len(done), say, num_envs)
     return summarize(layout, settings, say)
@@ -179,21 +199,13 @@ def _run_lockstep_episodes(
     say: Callable[[str], None],
     num_envs: str,
 ) -> None:
-    from lerobot_contract import ContractError
     from lerobot_contract.time import NS
-    from lerobot_eval.vector_evaluation import choose_num_envs, contract_env_factory, run_vector_episodes
-    from lerobot_policy_node.core.errors import PolicyLoadError
-    from lerobot_policy_node.core.resolve import resolve_policy
+    from lerobot_eval.vector_evaluation import contract_env_factory, run_vector_episodes
 
     fps = 30.0
     seeds = list(range(settings.eval_seed + first, settings.eval_seed + settings.eval_episodes))
     max_steps = round(settings.eval_max_s * fps)
-    try:
-        envs = choose_num_envs(num_envs, len(seeds))
-        # The checkpoint's own contract, else the sim's.
-        policy, source = resolve_policy(str(layout.checkpoint), default_contract=installed_file(SIM_CONTRACT))
-    except (ValueError, PolicyLoadError, ContractError) as err:
-        raise CommandError(str(err)) from None
+    envs, policy, source = _envs_and_policy(layout, num_envs, len(seeds))
     camera = f"observation.images.{CAMERA}"
     contract = source.select([*(f.key for f in policy.inputs), "action", camera])
     say(f"  in lockstep on {envs} in-process envs (no ROS, no real-time effects)")
@@ -212,7 +224,7 @@ def _run_lockstep_episodes(
         append_jsonl(layout.eval_log, [{
             "episode": index, "seed": int(row["seed"]), "success": bool(row["success"]), "end": end,
             "duration_s": round(steps / fps, 3), "chunks": int(row["chunks"]), "checkpoint_step": checkpoint[0],
-            "checkpoint_id": checkpoint[1], "mode": f"lockstep, {envs} envs",
+            "checkpoint_id": checkpoint[1], "mode": _lockstep_mode(envs),
         }])  # fmt: skip
         say(
             f"  episode {index} (seed {row['seed']}): {'success' if row['success'] else 'failure'} ({end}) after "
@@ -221,7 +233,85 @@ def _run_lockstep_episodes(
         frames = result.frames.get(int(row["index"]))
         if frames:
             write_gif(layout.eval / f"episode_{index:03d}.gif", frames[::GIF_EVERY], fps / GIF_EVERY)
-    say(f"  {len(result.episodes)} episodes in {result.wall_s:.0f} s on {envs} envs")
+    _log_run(layout, _lockstep_mode(envs), envs, len(result.episodes), result.wall_s, say)
+
+
+def _lockstep_mode(envs: int) -> str:
+    return f"lockstep, {envs} envs"
+
+
+def _through_ros_mode(robots: int) -> str:
+    return f"{REAL_TIME}, {robots} robots"
+
+
+def _envs_and_policy(layout: DemoLayout, num_envs: str, episodes: int) -> tuple[int, Any, Any]:
+    """How many envs (`--num-envs` checked against the machine), the policy and its contract (the checkpoint's own,
+    else the sim's); one-line CommandErrors."""
+    from lerobot_contract import ContractError
+    from lerobot_policy_node.core.errors import PolicyLoadError
+    from lerobot_policy_node.core.resolve import resolve_policy
+    from lerobot_ros.vector_env import choose_num_envs
+
+    try:
+        envs = choose_num_envs(num_envs, episodes)
+        policy, source = resolve_policy(str(layout.checkpoint), default_contract=installed_file(SIM_CONTRACT))
+    except (ValueError, PolicyLoadError, ContractError) as err:
+        raise CommandError(str(err)) from None
+    return envs, policy, source
+
+
+def _log_run(
+    layout: DemoLayout, mode: str, envs: int, episodes: int, wall_s: float, say: Callable[[str], None]
+) -> None:
+    """One evaluation run's throughput, kept in runs.jsonl for the report: in lockstep from the workers' start, in
+    real time from the first episode once the nodes are up."""
+    from lerobot_ros.vector_env import episodes_per_minute
+
+    rate = episodes_per_minute(episodes, wall_s)
+    row = {"mode": mode, "envs": envs, "episodes": episodes, "wall_s": round(wall_s, 2),
+           "episodes_per_minute": round(rate, 2)}  # fmt: skip
+    append_jsonl(layout.eval / "runs.jsonl", [row])
+    say(f"  {episodes} episodes in {wall_s:.0f} s ({mode}): {rate:.1f} episodes per minute")
+
+
+def _run_ros_episodes(
+    layout: DemoLayout,
+    settings: DemoSettings,
+    checkpoint: tuple[int, str],
+    first: int,
+    say: Callable[[str], None],
+    num_envs: str,
+) -> None:
+    """`--num-envs N --through-ros`: N sim bridges, N executors and one policy node (lerobot_eval.ros_evaluation)."""
+    from lerobot_eval.evaluation import EvalSettings
+    from lerobot_eval.ros_evaluation import run_ros_episodes
+
+    fps = 30.0
+    episodes = settings.eval_episodes - first
+    envs, policy, source = _envs_and_policy(layout, num_envs, episodes)
+    visual = any(feature.visual for feature in policy.inputs)
+    contract = source.select([*(f.key for f in policy.inputs), "action"])
+    layout.eval.mkdir(parents=True, exist_ok=True)
+    out = layout.root / "logs" / "eval_through_ros"
+    out.mkdir(parents=True, exist_ok=True)
+    eval_settings = EvalSettings(
+        checkpoint=str(layout.checkpoint), contract="", episodes=episodes, max_steps=round(settings.eval_max_s * fps),
+        seed=settings.eval_seed + first, env_id=ENV_ID, cameras=f"{CAMERA}:320x240" if visual else "", videos=0,
+        blend="crossfade", threshold=0.5, device="cpu", output_dir=out,
+    )  # fmt: skip
+    say(f"  {envs} robots through ROS: {envs} sim bridges, {envs} action executors, one policy node (logs: {out})")
+    result = run_ros_episodes(settings=eval_settings, contract=contract, fps=fps, num_envs=envs, progress=say)
+    mode = _through_ros_mode(envs)
+    for row in result["episodes"]:
+        index = first + int(row["index"])
+        append_jsonl(layout.eval_log, [{
+            "episode": index, "seed": int(row["seed"]), "success": bool(row["success"]), "end": str(row["end"]),
+            "duration_s": float(row["duration_s"]), "chunks": int(row["chunks"]), "checkpoint_step": checkpoint[0],
+            "checkpoint_id": checkpoint[1], "mode": mode, "robot": row["robot"],
+        }])  # fmt: skip
+    append_jsonl(layout.eval / "executor.jsonl", [{k: v for k, v in e.items() if k in EXECUTOR_KEYS}
+                                                  for e in result["executors"] if e])  # fmt: skip
+    _log_run(layout, mode, envs, len(result["episodes"]), float(result["wall_s"]), say)
 
 
 def _run_episodes(
@@ -242,6 +332,7 @@ def _run_episodes(
             spin_until(
                 node, lambda: supervisor.policy_status.get("state") == "active", stack, 180.0, "starting the policy"
             )
+            started = time.monotonic()
             for index in range(first, settings.eval_episodes):
                 row = _episode(supervisor, stack, settings, index, checkpoint, layout)
                 append_jsonl(layout.eval_log, [row])
@@ -250,6 +341,7 @@ def _run_episodes(
                     f"({row['end']}) after {row['duration_s']:.1f} s, {row['chunks']} chunks  "
                     f"[{index + 1}/{settings.eval_episodes}]"
                 )
+            _log_run(layout, REAL_TIME, 1, settings.eval_episodes - first, time.monotonic() - started, say)
             supervisor.set_enabled(False, stack)
             _settle(node, 1.5)  # one more diagnostics period with the final counters
             append_jsonl(layout.eval / "executor.jsonl", [supervisor.executor])
@@ -379,6 +471,7 @@ def summarize(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], N
         "executor": merge_executor_runs(executor),
         "policy": policy[-1] if policy else {},
         "gifs": sorted(p.name for p in layout.eval.glob("episode_*.gif")),
+        "runs": read_jsonl(layout.eval / "runs.jsonl"),
     }
     layout.eval_summary.write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -145,6 +145,17 @@ def _execution_section(evaluation: dict[str, Any], chunks: list[dict[str, Any]],
     return lines
 
 
+def _run_lines(runs: list[dict[str, Any]], modes: list[str]) -> list[str]:
+    """Which evaluation mode ran, and each run's episodes per minute (runs.jsonl)."""
+    if not runs:  # a work folder evaluated before runs.jsonl existed
+        return [f"- mode: {', '.join(modes)}"] if modes else []
+    return [
+        f"- mode: {run['mode']}: {run['episodes']} episodes in {run['wall_s']:.0f} s = "
+        f"{run['episodes_per_minute']:.1f} episodes/min"
+        for run in runs
+    ]
+
+
 def build_report(layout: DemoLayout) -> tuple[Path, str]:
     """Write report/report.md and its plots; returns its path and a short text summary for the terminal."""
     out = layout.report
@@ -231,6 +242,7 @@ def build_report(layout: DemoLayout) -> tuple[Path, str]:
             f"on the same seeds: {evaluation['expert_successes']}/{evaluation['episodes']} = {expert_rate:.0%}. "
             f"The policy {verdict} the 80 % target.",
             f"- checkpoint step {evaluation['checkpoint_step']}",
+            *_run_lines(evaluation.get("runs", []), evaluation.get("mode", [])),
             "",
             "![success](success.png)",
             "",

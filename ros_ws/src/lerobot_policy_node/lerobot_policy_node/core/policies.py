@@ -222,31 +222,14 @@ class CheckpointPolicy:
         return np.asarray(chunk.detach().to("cpu").numpy(), dtype=np.float64)
 
     def predict_chunks(self, observations: Sequence[Mapping[str, Any]]) -> list[npt.NDArray[np.float64]]:
-        """`predict_chunk` of each observation, computed as one batch (what evaluation with several envs runs).
-
-        A batch of one is padded to two rows: with one row torch's CPU matrix products take MKL's
-        matrix-vector kernel, whose sums differ in the last bits from the matrix-matrix one (measured: 1e-6 on
-        ACT's state projection), while with two or more rows each row's result does not depend on the batch
-        size or on the other rows. So an observation gets the same chunk, bit for bit, whichever other
-        observations share its batch.
-        """
+        """`predict_chunk` of each observation, computed as one batch (what evaluation with several envs runs): the
+        training policy's `predict_chunks`, where a chunk does not depend on the other observations of its batch."""
         if not observations:
             return []
-        torch = self._torch
-        prepared = [self._policy.prepare_observation({f.key: o[f.key] for f in self.inputs}) for o in observations]
-        rows = prepared if len(prepared) > 1 else prepared * 2
-        batch = {key: torch.cat([p[key] for p in rows]) for key in prepared[0]}
-        was_training = self._policy.training
-        self._policy.eval()
-        try:
-            with torch.inference_mode():
-                chunks = self._policy.predict_chunk_batch(batch)
-                if self._policy.relative_actions is not None:  # offsets from each observation's own state
-                    chunks = self._policy.absolute_chunk(chunks, batch)
-        finally:
-            self._policy.train(was_training)
+        with self._torch.inference_mode():
+            chunks = self._policy.predict_chunks([{f.key: o[f.key] for f in self.inputs} for o in observations])
         array = np.asarray(chunks.detach().to("cpu").numpy(), dtype=np.float64)
-        return [array[i] for i in range(len(observations))]
+        return [np.asarray(array[i], dtype=np.float64) for i in range(len(observations))]
 
 
 def _unsupported_type(directory: Path) -> str:
