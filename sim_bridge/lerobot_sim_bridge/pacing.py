@@ -74,6 +74,7 @@ class LockstepGate:
     _observation_stamp: float = 0.0
     _observed_at: float = 0.0
     _answered: bool = True
+    _last_command: float = -1.0
     timeouts: int = 0
 
     def __post_init__(self) -> None:
@@ -81,13 +82,18 @@ class LockstepGate:
             raise InvalidConfigError(f"lockstep_timeout must be >= 0 (0 = wait forever), got {self.timeout}")
 
     def observed(self, stamp: float, wall_now: float) -> None:
-        """An observation stamped `stamp` (simulated time) was published at `wall_now`."""
+        """An observation stamped `stamp` (simulated time) was published at `wall_now`.
+
+        A command stamped like it that arrived first (the controller answered the message before the publisher
+        got here) has answered it already: forgetting it would wait forever for an answer that came."""
         self._observation_stamp = stamp
         self._observed_at = wall_now
-        self._answered = False
+        self._answered = abs(self._last_command - stamp) <= 1e-9
 
     def command(self, stamp: float) -> None:
         """A command arrived; stamped at or after the observation (or unstamped, 0) it answers it."""
+        if stamp != 0.0:
+            self._last_command = stamp
         if stamp == 0.0 or stamp >= self._observation_stamp - 1e-9:
             self._answered = True
 

@@ -68,3 +68,19 @@ def test_real_time_factor():
     assert meter.value == pytest.approx(2.0)
     with pytest.raises(InvalidConfigError):
         RealTimePacer(period=0.0)
+
+
+def test_lockstep_gate_keeps_an_answer_that_arrived_before_the_observation_was_recorded():
+    # Issue 18: the bridge recorded an observation after publishing it; a controller that answered first was
+    # forgotten and the lockstep waited forever (an evaluation stopped with "no complete observation").
+    gate = LockstepGate(timeout=0.0)
+    gate.observed(stamp=1.0, wall_now=10.0)
+    gate.command(stamp=1.0)
+    assert gate.ready(10.0)
+    gate.command(stamp=1.1)  # the answer to the next observation, handled before the bridge recorded it
+    gate.observed(stamp=1.1, wall_now=10.1)
+    assert gate.ready(10.1)
+    gate.observed(stamp=1.2, wall_now=10.2)  # the answer to 1.1 does not answer 1.2
+    assert not gate.ready(1e9)
+    gate.command(stamp=1.2)
+    assert gate.ready(1e9)

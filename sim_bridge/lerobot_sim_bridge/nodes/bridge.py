@@ -336,6 +336,14 @@ class SimBridge(Node):
     def _publish(self, snap: _Snapshot, notify_gate: bool = True) -> None:
         self._last_snapshot = snap
         stamp = snap.stamp
+        if notify_gate and self._mode is PacingMode.LOCKSTEP:
+            # Armed before the first message leaves: a controller may answer the joint states before this
+            # thread runs again (under load), and an answer handled before the gate was armed for this
+            # observation was forgotten: the step then waited forever (issue 18).
+            with self._wake:
+                self._gate.observed(
+                    Time.from_msg(stamp).nanoseconds * 1e-9 if self._sim_stamps else 0.0, time.monotonic()
+                )
         self._clock_pub.publish(Clock(clock=_time_msg(snap.sim_time)))
         if snap.outcome is not None:
             self._reward_pub.publish(Float64(data=snap.outcome.reward))
@@ -371,11 +379,6 @@ class SimBridge(Node):
         state.velocity = snap.velocities.tolist()
         state.effort = snap.efforts.tolist()
         self._joint_states_pub.publish(state)
-        if notify_gate and self._mode is PacingMode.LOCKSTEP:
-            with self._wake:
-                self._gate.observed(
-                    Time.from_msg(stamp).nanoseconds * 1e-9 if self._sim_stamps else 0.0, time.monotonic()
-                )
 
     def _wait_turn(self) -> bool:
         """Wait until the pacing mode allows a step (or a reset is pending); False when stopping."""
