@@ -11,7 +11,10 @@ matches the action's stamp to its step, so the observation must be released as s
 all there, at the step's own stamp, while the sampler places frames on an fps grid (phase measured over 10
 frame periods) and releases them by the receiver's clock (a latency window, a receive-minus-stamp offset that
 grows every step while sim time waits for the action), which would hold a camera frame still in flight for the
-previous step's. `reset(seed=...)` calls the robot's
+previous step's. While a step waits, an observation the robot sends again at the stamp the action answered (the
+lockstep bridge re-sends its observation while no answer came) is answered again with the same command: an action
+published before the robot's subscription matched it is lost, and the step would otherwise wait out its timeout.
+`reset(seed=...)` calls the robot's
 `sim/reset` service where there is one (the sim bridge), else it returns the current observation.
 Reward, success and episode end come from the bridge's `sim/...` topics; a real robot has none (reward 0).
 """
@@ -130,6 +133,10 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         self._success = False
         self._episode_end = ""
         self._last_stamp: TimeMsg | None = None
+        # The command of the step in flight; `_resend` is set when the robot re-sends the observation it answers.
+        self._pending_command: Any = None
+        self._resend = False
+        self.resent_commands = 0
         self._subscriptions = [
             node.create_subscription(message_class(f.type), f.topic, self._store(k), SUBSCRIPTION_QOS)
             for k, f in self._observations.items()
@@ -155,6 +162,8 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             stamp = _seconds(msg.header.stamp)
             with self._lock:
                 self._history[key].append((stamp, msg))
+                if key == self._clock_key and self._pending_command is not None and stamp <= self._last_time():
+                    self._resend = True  # the robot is still at the observation the command answers
                 self._lock.notify_all()
 
         return on_message
@@ -199,6 +208,10 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
         deadline = time.monotonic() + self.step_timeout
         with self._lock:
             while (found := self._assemble(after)) is None:
+                if self._resend and self._pending_command is not None:
+                    self._resend = False
+                    self.resent_commands += 1
+                    self._command_pub.publish(self._pending_command)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     latest = {k: (h[-1][0] if h else None) for k, h in self._history.items()}
@@ -261,8 +274,14 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             command.header.stamp = self._last_stamp
         command.name = list(self._action.joints or ())
         command.position = [float(x) for x in self._action.joint_units().inverse(values)]
+        with self._lock:
+            self._pending_command, self._resend = command, False
         self._command_pub.publish(command)
-        observation = self._wait_observation(self._last_time())
+        try:
+            observation = self._wait_observation(self._last_time())
+        finally:
+            with self._lock:
+                self._pending_command = None
         with self._lock:
             reward, success, end = self._reward, self._success, self._episode_end
         terminated = end in ("success", "terminated")
