@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,26 @@ def test_through_ros_without_num_envs_is_one_line(tmp_path: Path) -> None:
         assert not (tmp_path / verb / "dataset").exists()
     args = parser.parse_args(["eval", "--workdir", str(tmp_path / "x"), "--num-envs", "100000", "--through-ros"])
     assert (args.num_envs, args.through_ros) == ("100000", True)
+
+
+@pytest.mark.ros
+@pytest.mark.parallel_eval
+@pytest.mark.skipif(
+    os.environ.get("LEROBOT_ROS_PARALLEL_EVAL") != "1",
+    reason="about 2 min: LEROBOT_ROS_PARALLEL_EVAL=1 (or -m parallel_eval) runs it",
+)
+def test_demo_eval_through_ros_on_two_robots_reports_its_mode(tmp_path: Path, ros_domain: int) -> None:
+    layout = DemoLayout(tmp_path / "demo")
+    _demo_checkpoint(layout)
+    settings = DemoSettings(eval_episodes=3, eval_seed=1000, eval_max_s=1.0, gif_episodes=0)
+    lines: list[str] = []
+    summary = evaluate(layout, settings, lines.append, num_envs="2", through_ros=True)
+    rows = read_jsonl(layout.eval_log)
+    mode = "real time through ROS, 2 robots"
+    assert [(r["episode"], r["seed"], r["mode"]) for r in rows] == [(i, 1000 + i, mode) for i in range(3)]
+    assert {r["robot"] for r in rows} == {"/robot_0", "/robot_1"}
+    assert all(r["end"] == "time_limit" and r["chunks"] > 0 for r in rows)  # a random policy: no success
+    [run] = summary["runs"]
+    assert (run["mode"], run["envs"], run["episodes"]) == (mode, 2, 3) and run["episodes_per_minute"] > 0
+    path, _ = build_report(layout)
+    assert f"- mode: {mode}: 3 episodes in" in path.read_text()
