@@ -279,7 +279,14 @@ def test_a_configure_error_is_the_status_until_configured(tmp_path: Path) -> Non
     session.set_error("contract x.yaml: no such file")
     assert node.statuses[-1].state is State.ERROR
     assert node.statuses[-1].message == "contract x.yaml: no such file"
-    assert session.diagnostics().message == "contract x.yaml: no such file"
+    report = session.diagnostics()  # /diagnostics agrees with ~/status: ERROR, with the reason
+    assert (report.level, report.state, report.values["state"]) == (Level.ERROR, State.ERROR, "error")
+    assert report.message == "contract x.yaml: no such file"
+    writer = open_dataset(tmp_path / "ds", CONTRACT, FPS, video=True, codec="h264-ultrafast", resume=False, repo_id="")
+    session.configure(CONTRACT, writer, WorkflowConfig(), SamplingOptions(fps=FPS), TYPESTORE, [])
+    session.release()  # configured, then cleaned up: the old error is gone from both
+    assert session.status().state is State.IDLE and session.status().message == ""
+    assert (session.diagnostics().level, session.diagnostics().state) == (Level.OK, State.IDLE)
 
 
 def test_a_full_disk_seen_by_diagnostics_stops_the_recording(tmp_path: Path) -> None:

@@ -186,6 +186,7 @@ class RecordingSession:
         header_topics: Iterable[str],
     ) -> None:
         """Record `contract` into `writer`: build the sampler, the dataset thread and the workflow."""
+        self.config_error = ""  # configured now: an earlier failure is no longer the state
         fps = sampling.fps
         self._typestore = typestore
         self._header_topics = set(header_topics)

@@ -83,12 +83,18 @@ def episode_counts(sampler: LiveSampler | None, sink: EpisodeSink | None) -> dic
     return {"frames": report.frames_kept - sink.counters.overrun - sink.counters.bad_frames, "dropped": dropped}
 
 
+def session_state(session: RecordingSession) -> State:
+    """The state `~/status` and /diagnostics both report: the workflow's; unconfigured, ERROR after a failed
+    configure (`config_error`), else IDLE."""
+    if session.workflow is not None:
+        return session.workflow.state
+    return State.ERROR if session.config_error else State.IDLE
+
+
 def status_snapshot(session: RecordingSession, now_ns: int) -> StatusSnapshot:
     """The status of `session` at `now_ns` (call under the session lock)."""
     workflow = session.workflow
-    state = workflow.state if workflow is not None else State.IDLE
-    if workflow is None and session.config_error:
-        state = State.ERROR
+    state = session_state(session)
     if workflow is None:
         task = session.task_parameter
     else:
@@ -113,7 +119,7 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
     """State, counters and sync quality of `session` (call under the session lock); the disk comes after."""
     values: dict[str, str] = {"root": str(session.root)}
     workflow, sampler, sink = session.workflow, session.sampler, session.sink
-    state = workflow.state if workflow is not None else State.IDLE
+    state = session_state(session)
     values["state"] = state.name.lower()
     values["episodes_saved"] = str(session.num_saved)
     values["bad_messages"] = str(session.bad_messages)
