@@ -2,7 +2,8 @@
 
 Each process runs in its own session (so its own process group): a Ctrl-C in the terminal reaches
 only the launcher, which then stops the children in order, the way `ros2 launch` does: SIGINT to
-each process group, SIGTERM after `sigterm_timeout`, SIGKILL after a further `sigkill_timeout`.
+each process group, SIGTERM after `sigterm_timeout`, SIGKILL after a further `sigkill_timeout`. A launcher
+that cannot do that (SIGKILLed) still takes its children down: each gets SIGTERM as its parent-death signal.
 Output lines are printed as `[label] line` (stdout and stderr for `output: screen`/`both`/`full`, only
 stderr for `log`, nothing for `own_log`) and written to `<log_dir>/<label>.log`.
 
@@ -29,6 +30,7 @@ from typing import IO, Any, TextIO
 import yaml
 
 from lerobot_ros.launch.description import InlineParameters, LogMessage, ProcessDescription, ShutdownRequest
+from lerobot_ros.parent_death import parent_death_signal
 
 DEFAULT_SIGTERM_TIMEOUT = 5.0
 DEFAULT_SIGKILL_TIMEOUT = 5.0
@@ -163,6 +165,7 @@ class ProcessSupervisor:
                 stdout=terminals[0][1] if terminals else subprocess.PIPE,
                 stderr=terminals[1][1] if terminals else subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=parent_death_signal(signal.SIGTERM),  # noqa: PLW1509 - one prctl call in the child
             )
         except OSError as err:
             for master, slave in terminals:
