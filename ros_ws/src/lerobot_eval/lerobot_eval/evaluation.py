@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -96,6 +97,7 @@ def _features_to_watch(contract: Any, policy: ChunkPolicy, cameras: str) -> list
 
 def _start_bridge(settings: EvalSettings, namespace: str, fps: float) -> subprocess.Popen[bytes]:
     from lerobot_ros.dds import ros_environment
+    from lerobot_ros.parent_death import parent_death_signal
 
     env = ros_environment(dict(os.environ))
     env.setdefault("MUJOCO_GL", "egl")
@@ -105,7 +107,11 @@ def _start_bridge(settings: EvalSettings, namespace: str, fps: float) -> subproc
         "-p", f"fps:={fps}", "-p", f"seed:={settings.seed}", "-p", f"max_episode_steps:={settings.max_steps}",
     ]  # fmt: skip
     log = (settings.output_dir / "sim_bridge.log").open("wb")
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # SIGINT when this evaluation dies, even by SIGKILL (as --through-ros and the demo start theirs).
+    return subprocess.Popen(
+        argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=parent_death_signal(signal.SIGINT),  # noqa: PLW1509 - one prctl call in the child
+    )  # fmt: skip
 
 
 def _write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
