@@ -8,8 +8,10 @@ Load it with `pytest_plugins = ["lerobot_ros.testing"]`. Fixtures:
 - `ros_env`: the environment to start ROS subprocesses with, in that domain.
 - `processes`: a `ProcessGroup`; everything it starts is stopped at teardown (SIGINT, then
   SIGTERM, then SIGKILL, to the whole process group), whatever the test did. A pytest run stopped by
-  SIGTERM (CI) or SIGINT still tears its fixtures down (the plugin turns SIGTERM into KeyboardInterrupt), and
-  each child gets SIGTERM from the kernel if pytest dies without teardown (SIGKILL: parent-death signal).
+  SIGTERM (CI) or SIGINT still tears its fixtures down (the plugin turns SIGTERM into KeyboardInterrupt) and
+  starts no further test, even when the code under test caught that KeyboardInterrupt; an interrupted teardown
+  SIGKILLs what it had not stopped yet (and the session's end whatever a skipped teardown left); each child
+  gets SIGTERM from the kernel if pytest dies without teardown (SIGKILL: parent-death signal).
 - `ros_node`: an rclpy node in its own context in the test's domain, spun by a background thread.
 
 Helpers `wait_for_topic`, `wait_for_messages`, `wait_for_service`, `call_service` and
@@ -226,6 +228,10 @@ class ManagedProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout)
         # Grandchildren may outlive the leader; the group must be empty afterwards.
+        return self.kill()
+
+    def kill(self) -> int:
+        """SIGKILL the whole process group now."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         self._reader.join(timeout=5)
@@ -250,8 +256,21 @@ class ProcessGroup:
         return process
 
     def stop_all(self) -> None:
-        for process in reversed(self._processes):
-            process.stop()
+        """Stop every process, newest first. Interrupted (Ctrl-C, the run's SIGTERM), it SIGKILLs the processes
+        not yet stopped before the KeyboardInterrupt goes on: none may outlive an interrupted teardown."""
+        pending = list(reversed(self._processes))
+        try:
+            while pending:
+                pending[0].stop()
+                pending.pop(0)
+        except KeyboardInterrupt:
+            for process in pending:
+                process.kill()
+            raise
+
+    def kill_all(self) -> None:
+        for process in self._processes:
+            process.kill()
 
     def __iter__(self) -> Iterator[ManagedProcess]:
         return iter(self._processes)
@@ -359,7 +378,9 @@ def call_service(node: Node, srv_type: Any, name: str, request: Any, timeout: fl
 class _TerminateAsInterrupt:
     """SIGTERM handler: the first one raises KeyboardInterrupt, as SIGINT does, so pytest ends the run and tears
     down every fixture (the `processes` of the running test stop their process groups); later ones are ignored
-    so that the teardown itself is not interrupted (SIGKILL still ends the run at once)."""
+    so that the teardown itself is not interrupted (SIGKILL still ends the run at once). Code under test may
+    catch that KeyboardInterrupt (`lerobot_ros.cli.main` run in-process returns 130 on it): `received` then
+    still ends the run before the next test starts (`pytest_runtest_setup`)."""
 
     def __init__(self) -> None:
         self.received = False
@@ -372,11 +393,25 @@ class _TerminateAsInterrupt:
 
 
 _PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+_SIGTERM_HANDLER = pytest.StashKey[_TerminateAsInterrupt]()
+# The `processes` groups whose teardown has not finished: an interrupt between two fixtures' teardowns can make
+# pytest skip the rest of a test's teardown, so the session's end SIGKILLs what is left in them.
+_UNSTOPPED_GROUPS = pytest.StashKey[list[ProcessGroup]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _TerminateAsInterrupt())
+        handler = _TerminateAsInterrupt()
+        config.stash[_SIGTERM_HANDLER] = handler
+        config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    handler = item.config.stash.get(_SIGTERM_HANDLER, None)
+    if handler is not None and handler.received:
+        pytest.exit("SIGTERM received: the run stops (its KeyboardInterrupt was caught by the code under test)",
+                    returncode=pytest.ExitCode.INTERRUPTED)  # fmt: skip
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -384,10 +419,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)
         del config.stash[_PREVIOUS_SIGTERM]
+        del config.stash[_SIGTERM_HANDLER]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     clean_stale_shm()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for group in session.config.stash.get(_UNSTOPPED_GROUPS, []):
+        group.kill_all()
 
 
 @pytest.fixture
@@ -419,12 +461,15 @@ def sim_env(ros_env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def processes(ros_env: dict[str, str], tmp_path: Path) -> Iterator[ProcessGroup]:
+def processes(request: pytest.FixtureRequest, ros_env: dict[str, str], tmp_path: Path) -> Iterator[ProcessGroup]:
     group = ProcessGroup(ros_env, tmp_path / "process_logs")
+    unstopped = request.config.stash.setdefault(_UNSTOPPED_GROUPS, [])
+    unstopped.append(group)
     try:
         yield group
     finally:
         group.stop_all()
+        unstopped.remove(group)
 
 
 @pytest.fixture
