@@ -339,8 +339,13 @@ def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state:
 
     deep = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
-    def on_end(msg: Any) -> None:
-        if robot.phase == "running":
+    def on_end(msg: Any, info: Any) -> None:
+        # Also before the executor is enabled: a short episode can reach its time limit before its first chunk
+        # arrives (under load), and that end is the episode's outcome. Then only an end published after the reset
+        # (the bridge's wall clock in real time) counts, not the latched end of the bridge's first episode.
+        published = int(info["source_timestamp"]) * 1e-9
+        started = robot.phase in ("waiting_chunk", "enabling") and published >= robot.start_stamp
+        if robot.phase == "running" or started:
             robot.ends.append(str(msg.data))
 
     def on_reward(msg: Any) -> None:
