@@ -15,12 +15,20 @@ previous step's. While a step waits, an observation the robot sends again at the
 lockstep bridge re-sends its observation while no answer came) is answered again with the same command: an action
 published before the robot's subscription matched it is lost, and the step would otherwise wait out its timeout.
 `reset(seed=...)` calls the robot's
-`sim/reset` service where there is one (the sim bridge), else it returns the current observation.
-Reward, success and episode end come from the bridge's `sim/...` topics; a real robot has none (reward 0).
+`sim/reset` service where there is one (the sim bridge), else it returns the current observation. A reset whose
+reply has not come is sent again (after 1, 2, 4, ... s, within `step_timeout`) under the same request id, which
+the bridge answers without resetting twice: a reply can be lost while discovery has not yet matched the reply's
+path to this client, and the reset used to fail with "did not answer".
+Reward, success and episode end are the step's own: against the sim bridge the observation is complete only with
+the bridge's `sim/step_outcome` (lerobot_msgs/StepOutcome) stamped like its state sample; the unstamped
+`sim/reward`, `sim/success` and `sim/episode_end` read as soon as the observation came could still hold the
+previous step's values under load (the end missed: one more step, and the lockstep bridge waits for a reset that
+never comes). A real robot has no outcome (reward 0, never ends).
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections import deque
@@ -36,9 +44,9 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
-from std_msgs.msg import Bool, Float64, String
 
 from lerobot_contract import Contract, FeatureContract, MessageMismatchError, load_contract
+from lerobot_msgs.msg import StepOutcome
 from lerobot_msgs.srv import ResetEnv
 from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 from lerobot_sim_bridge import topics
@@ -47,7 +55,11 @@ from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError
 ACTION_KEY = "action"
 HISTORY = 32
 SUBSCRIPTION_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+OUTCOME_QOS = QoSProfile(
+    depth=topics.OUTCOME_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+# First wait for a reset's reply before the request is sent again (doubling after each try, within step_timeout).
+RESET_RETRY_S = 1.0
 
 
 class ObservationTimeoutError(SimBridgeError, TimeoutError):
@@ -129,10 +141,12 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
 
         self._lock = threading.Condition()
         self._history: dict[str, deque[tuple[float, Any]]] = {k: deque(maxlen=HISTORY) for k in self._observations}
-        self._reward = 0.0
-        self._success = False
-        self._episode_end = ""
+        self._outcomes: deque[tuple[float, Any]] = deque(maxlen=HISTORY)
         self._last_stamp: TimeMsg | None = None
+        # Reset request ids: a random high half per env, so envs sharing a bridge never reuse one another's.
+        self._reset_id_base = secrets.randbits(31) << 32
+        self._resets_sent = 0
+        self.reset_retries = 0
         # The command of the step in flight; `_resend` is set when the robot re-sends the observation it answers.
         self._pending_command: Any = None
         self._resend = False
@@ -141,11 +155,11 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             node.create_subscription(message_class(f.type), f.topic, self._store(k), SUBSCRIPTION_QOS)
             for k, f in self._observations.items()
         ]
-        self._subscriptions += [
-            node.create_subscription(Float64, f"{self._sim_ns}/{topics.SIM_REWARD}", self._on_reward, SUBSCRIPTION_QOS),
-            node.create_subscription(Bool, f"{self._sim_ns}/{topics.SIM_SUCCESS}", self._on_success, SUBSCRIPTION_QOS),
-            node.create_subscription(String, f"{self._sim_ns}/{topics.SIM_EPISODE_END}", self._on_end, LATCHED_QOS),
-        ]
+        self._subscriptions.append(
+            node.create_subscription(
+                StepOutcome, f"{self._sim_ns}/{topics.SIM_STEP_OUTCOME}", self._on_outcome, OUTCOME_QOS
+            )
+        )
         self._command_pub = node.create_publisher(
             message_class(self._action.type), self._action.topic, SUBSCRIPTION_QOS
         )
@@ -168,18 +182,17 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
 
         return on_message
 
-    def _on_reward(self, msg: Float64) -> None:
+    def _on_outcome(self, msg: Any) -> None:
         with self._lock:
-            self._reward = float(msg.data)
-
-    def _on_success(self, msg: Bool) -> None:
-        with self._lock:
-            self._success = bool(msg.data)
-
-    def _on_end(self, msg: String) -> None:
-        with self._lock:
-            self._episode_end = msg.data
+            self._outcomes.append((_seconds(msg.header.stamp), msg))
             self._lock.notify_all()
+
+    def _outcome_at(self, stamp: float) -> Any:
+        """The step outcome stamped exactly like the observation at `stamp`, or None."""
+        for outcome_stamp, outcome in reversed(self._outcomes):
+            if outcome_stamp == stamp:
+                return outcome
+        return None
 
     def _assemble(self, after: float) -> tuple[float, TimeMsg, dict[str, Any]] | None:
         """The observation of the newest state sample stamped after `after`, if every feature has a fresh one."""
@@ -204,10 +217,23 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             messages[key] = msg
         return frame_time, frame_msg.header.stamp, messages
 
-    def _wait_observation(self, after: float) -> dict[str, np.ndarray]:
+    def _complete(self, after: float) -> tuple[dict[str, Any], Any] | None:
+        """The observation's messages and its step outcome, once both are here (see the module docstring)."""
+        found = self._assemble(after)
+        if found is None:
+            return None
+        frame_time, stamp, messages = found
+        outcome = self._outcome_at(frame_time)
+        if outcome is None and self._has_reset:
+            return None  # the sim bridge: the step's own reward and episode end are part of the observation
+        self._last_stamp = stamp
+        return messages, outcome
+
+    def _wait_observation(self, after: float) -> tuple[dict[str, np.ndarray], Any]:
+        """The next complete observation (dataset units) and its step outcome (None from a robot without one)."""
         deadline = time.monotonic() + self.step_timeout
         with self._lock:
-            while (found := self._assemble(after)) is None:
+            while (found := self._complete(after)) is None:
                 if self._resend and self._pending_command is not None:
                     self._resend = False
                     self.resent_commands += 1
@@ -215,15 +241,16 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     latest = {k: (h[-1][0] if h else None) for k, h in self._history.items()}
+                    if self._has_reset:
+                        latest[topics.SIM_STEP_OUTCOME] = self._outcomes[-1][0] if self._outcomes else None
                     raise ObservationTimeoutError(
                         f"no complete observation newer than t={after:.3f} within {self.step_timeout} s; newest "
                         f"stamps per feature: {latest}; is the robot running and does the contract match its topics?"
                     )
                 self._lock.wait(min(remaining, 0.05))
-        _, stamp, messages = found
-        self._last_stamp = stamp
+        messages, outcome = found
         try:
-            return {key: self._observations[key].value(msg) for key, msg in messages.items()}
+            return {key: self._observations[key].value(msg) for key, msg in messages.items()}, outcome
         except MessageMismatchError as err:
             raise InvalidConfigError(str(err)) from None
 
@@ -241,28 +268,50 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             # First reset: give discovery time to find a bridge; a robot without one is remembered.
             self._has_reset = self._reset_client.wait_for_service(timeout_sec=self.discovery_timeout)
         if self._has_reset and self._reset_client.wait_for_service(timeout_sec=self.step_timeout):
-            request = ResetEnv.Request(use_seed=seed is not None, seed=seed or 0)
-            future = self._reset_client.call_async(request)
-            done = threading.Event()
-            future.add_done_callback(lambda _f: done.set())
-            if not done.wait(self.step_timeout) or future.result() is None:
-                raise ObservationTimeoutError(
-                    f"{self._reset_client.srv_name} did not answer within {self.step_timeout} s"
-                )
-            response = future.result()
+            self._resets_sent += 1
+            request = ResetEnv.Request(
+                use_seed=seed is not None, seed=seed or 0, request_id=self._reset_id_base + self._resets_sent
+            )
+            response = self._call_reset(request)
             if not response.success:
                 raise SimBridgeError(f"reset failed: {response.message}")
             after = _seconds(response.stamp) - 1e-9
             info.update(seed=int(response.seed), episode_index=int(response.episode_index))
         else:
             info["reset"] = f"no {self._reset_client.srv_name} service: the robot continues where it is"
-        with self._lock:
-            self._episode_end = ""
-            self._reward, self._success = 0.0, False
-        observation = self._wait_observation(after)
-        with self._lock:
-            self._episode_end = ""  # a latched end of the previous episode may arrive late
+        observation, _ = self._wait_observation(after)
         return observation, info
+
+    def _call_reset(self, request: Any) -> Any:
+        """Call `sim/reset`, sending the same request again while no reply came; the first reply wins."""
+        answered = threading.Event()
+        futures: list[Any] = []
+        deadline = time.monotonic() + self.step_timeout
+        wait = RESET_RETRY_S
+        try:
+            while True:
+                future = self._reset_client.call_async(request)
+                future.add_done_callback(lambda _f: answered.set())
+                futures.append(future)
+                answered.wait(max(min(wait, deadline - time.monotonic()), 0.0))
+                for sent in futures:
+                    if sent.done() and sent.result() is not None:
+                        return sent.result()
+                answered.clear()
+                if time.monotonic() >= deadline:
+                    raise ObservationTimeoutError(
+                        f"{self._reset_client.srv_name} did not answer within {self.step_timeout} s "
+                        f"({len(futures)} tries of request {request.request_id}); is the sim bridge running?"
+                    )
+                # Lost (the reply's path not matched yet) or late (the bridge still resetting): the same id
+                # again, which the bridge answers without resetting twice.
+                self.reset_retries += 1
+                wait *= 2
+        finally:
+            for sent in futures:
+                if not sent.done():
+                    self._reset_client.remove_pending_request(sent)
+                    sent.cancel()
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Send `action` (dataset units) and return the next observation, reward, terminated, truncated, info."""
@@ -278,17 +327,20 @@ class RosRobotEnv(gymnasium.Env[dict[str, np.ndarray], np.ndarray]):
             self._pending_command, self._resend = command, False
         self._command_pub.publish(command)
         try:
-            observation = self._wait_observation(self._last_time())
+            observation, outcome = self._wait_observation(self._last_time())
         finally:
             with self._lock:
                 self._pending_command = None
-        with self._lock:
-            reward, success, end = self._reward, self._success, self._episode_end
-        terminated = end in ("success", "terminated")
-        truncated = end in ("truncated", "time_limit")
-        # The bridge publishes success before the end of a successful episode, but on another topic: either one says so.
-        is_success = success or end == "success"
-        return observation, reward, terminated, truncated, {"is_success": is_success, "episode_end": end}
+        if outcome is None:  # a real robot: no reward, no end
+            return observation, 0.0, False, False, {"is_success": False, "episode_end": ""}
+        end = str(outcome.episode_end)
+        info = {
+            "is_success": bool(outcome.success) or end == "success",
+            "episode_end": end,
+            "episode_index": int(outcome.episode_index),
+            "step_index": int(outcome.step_index),
+        }
+        return observation, float(outcome.reward), bool(outcome.terminated), bool(outcome.truncated), info
 
     def close(self) -> None:
         """Stop the env's own node (a node passed in is left to its owner)."""

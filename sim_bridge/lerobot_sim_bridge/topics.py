@@ -17,6 +17,8 @@ CLOCK = "/clock"
 SIM_REWARD = "sim/reward"
 SIM_SUCCESS = "sim/success"
 SIM_EPISODE_END = "sim/episode_end"
+# Reward, success and episode end of one step, stamped like that step's observation (lerobot_msgs/StepOutcome).
+SIM_STEP_OUTCOME = "sim/step_outcome"
 SIM_OBJECT_POSES = "sim/object_poses"
 DIAGNOSTICS = "/diagnostics"
 SIM_RESET = "sim/reset"
@@ -25,6 +27,8 @@ SIM_GET_SUCCESS = "sim/get_success"
 # Reliable, keep-last depth; the arm driver uses the same for joint_states and for commands.
 STATE_QOS_DEPTH = 10
 COMMAND_QOS_DEPTH = 10
+# Step outcomes: latched with the state depth, so a consumer that matched after a step still gets its outcome.
+OUTCOME_QOS_DEPTH = 10
 # Images: reliable so both reliable and best-effort subscribers match; a shallow queue so a slow
 # subscriber gets the newest frames rather than a backlog.
 IMAGE_QOS_DEPTH = 2
@@ -66,6 +70,7 @@ SIM_TOPICS = (
     TopicSpec(SIM_REWARD, "std_msgs/msg/Float64", "publish"),
     TopicSpec(SIM_SUCCESS, "std_msgs/msg/Bool", "publish"),
     TopicSpec(SIM_EPISODE_END, "std_msgs/msg/String", "publish"),
+    TopicSpec(SIM_STEP_OUTCOME, "lerobot_msgs/msg/StepOutcome", "publish", "stamp = the observation's"),
     TopicSpec(SIM_OBJECT_POSES, "geometry_msgs/msg/PoseArray", "publish", "m (env units for 2-D envs)"),
     TopicSpec(DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray", "publish", "real-time factor, rejects"),
 )

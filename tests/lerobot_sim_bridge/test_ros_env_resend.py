@@ -52,7 +52,7 @@ def _env() -> Any:
     env._has_reset = True
     env._lock = threading.Condition()
     env.step_timeout = HANG_GUARD_S
-    env._reward, env._success, env._episode_end = 0.0, False, ""
+    env._outcomes = deque(maxlen=HISTORY)
     env._pending_command, env._resend, env.resent_commands = None, False, 0
     env._command_pub = ListPublisher()
     return env
@@ -63,13 +63,18 @@ def _stamp(seconds: float) -> TimeMsg:
 
 
 def _observe(env: Any, seconds: float) -> None:
-    """What the bridge publishes for one step (poses first, joint states last), through the env's callbacks."""
+    """What the bridge publishes for one step (outcome first, joint states last), through the env's callbacks."""
     poses = SimpleNamespace(header=SimpleNamespace(stamp=_stamp(seconds)), poses=[])
     for _ in range(2):
         poses.poses.append(SimpleNamespace(position=SimpleNamespace(x=0.1, y=0.2, z=0.0)))
     state = SimpleNamespace(
         header=SimpleNamespace(stamp=_stamp(seconds)), name=list(env._action.joints), position=[0.0] * 6
     )
+    outcome = SimpleNamespace(
+        header=SimpleNamespace(stamp=_stamp(seconds)), reward=0.0, success=False, terminated=False, truncated=False,
+        episode_end="", episode_index=0, step_index=0,
+    )  # fmt: skip
+    env._on_outcome(outcome)  # the step's outcome goes out before its observation
     env._store(POSES)(poses)
     env._store(STATE)(state)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from lerobot_drivers.arms.controller import ArmController, CommandRejected, ControllerConfig
+from lerobot_msgs.msg import StepOutcome as StepOutcomeMsg
 from lerobot_msgs.srv import ResetEnv
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
 from lerobot_ros.node_kit.parameters import param
@@ -47,7 +49,12 @@ COMMAND_QOS = QoSProfile(depth=topics.COMMAND_QOS_DEPTH, reliability=Reliability
 IMAGE_QOS = QoSProfile(depth=topics.IMAGE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
 # Latched, so a late subscriber still learns how the last episode ended.
 EVENT_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+OUTCOME_QOS = QoSProfile(
+    depth=topics.OUTCOME_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 RESET_WAIT_S = 10.0
+# Resets remembered by request id, so a client's retry (its reply was lost or late) is answered, not reset again.
+RESET_MEMORY = 16
 LOCKSTEP_REPUBLISH_S = 0.5
 # How long shutdown waits for the simulation thread (a step takes milliseconds; a render under load longer).
 THREAD_STOP_WAIT_S = 10.0
@@ -65,6 +72,9 @@ class _Snapshot:
     poses: tuple[Any, ...]
     frames: dict[str, np.ndarray]
     outcome: StepOutcome | None
+    episode_index: int = 0
+    episode_steps: int = 0
+    episode_end: str = ""
 
 
 @dataclass
@@ -164,7 +174,10 @@ class SimBridge(Node):
         self._episode_index = -1
         self._episode_steps = 0
         self._episode_done = False
+        self._episode_end = ""
         self._pending_reset: _ResetRequest | None = None
+        self._resets_by_id: OrderedDict[int, _ResetRequest] = OrderedDict()
+        self._repeated_resets = 0
         self._last_snapshot: _Snapshot | None = None
         self._rejected = 0
         self._last_rejection = ""
@@ -175,6 +188,7 @@ class SimBridge(Node):
         self._reward_pub = self.create_publisher(Float64, topics.SIM_REWARD, STATE_QOS)
         self._success_pub = self.create_publisher(Bool, topics.SIM_SUCCESS, STATE_QOS)
         self._episode_end_pub = self.create_publisher(String, topics.SIM_EPISODE_END, EVENT_QOS)
+        self._outcome_pub = self.create_publisher(StepOutcomeMsg, topics.SIM_STEP_OUTCOME, OUTCOME_QOS)
         self._poses_pub = self.create_publisher(PoseArray, topics.SIM_OBJECT_POSES, STATE_QOS)
         self._diagnostics = DiagnosticsPublisher(self, topics.DIAGNOSTICS)
         self._image_pubs = {
@@ -258,12 +272,24 @@ class SimBridge(Node):
         self.get_logger().warning(f"rejected {reason}", throttle_duration_sec=1.0)
 
     def _on_reset(self, request: ResetEnv.Request, response: ResetEnv.Response) -> ResetEnv.Response:
-        seed = int(request.seed) if request.use_seed else self._next_seed
-        pending = _ResetRequest(seed=seed, done=threading.Event())
+        request_id = int(request.request_id)
         with self._wake:
-            self._pending_reset = pending
-            self._wake.notify_all()
-        if not self._thread.is_alive():
+            earlier = self._resets_by_id.get(request_id) if request_id else None
+            if earlier is not None:
+                # A retry of a reset whose reply was lost or late: answer it, never reset twice.
+                pending = earlier
+                self._repeated_resets += 1
+            else:
+                seed = int(request.seed) if request.use_seed else self._next_seed
+                pending = _ResetRequest(seed=seed, done=threading.Event())
+                if request_id:
+                    self._resets_by_id[request_id] = pending
+                    while len(self._resets_by_id) > RESET_MEMORY:
+                        self._resets_by_id.popitem(last=False)
+                self._pending_reset = pending
+                self._wake.notify_all()
+        seed = pending.seed
+        if earlier is None and not self._thread.is_alive():
             with self._lock:
                 self._apply_reset(pending)
         if not pending.done.wait(RESET_WAIT_S):
@@ -295,6 +321,7 @@ class SimBridge(Node):
         self._episode_index += 1
         self._episode_steps = 0
         self._episode_done = False
+        self._episode_end = ""
         self._next_seed = seed + 1
 
     def _apply_reset(self, request: _ResetRequest) -> _Snapshot:
@@ -328,6 +355,9 @@ class SimBridge(Node):
             poses=adapter.object_poses(),
             frames=frames,
             outcome=outcome,
+            episode_index=max(self._episode_index, 0),
+            episode_steps=self._episode_steps,
+            episode_end=self._episode_end,
         )
 
     def _stamp(self, sim_time: float) -> TimeMsg:
@@ -344,6 +374,10 @@ class SimBridge(Node):
                 self._gate.observed(
                     Time.from_msg(stamp).nanoseconds * 1e-9 if self._sim_stamps else 0.0, time.monotonic()
                 )
+        # The step's outcome goes out before its observation, stamped like it: a consumer holding the
+        # observation waits for this very outcome (the unstamped topics below may arrive after the
+        # observation, or be read for the wrong step).
+        self._outcome_pub.publish(self._outcome_message(snap))
         self._clock_pub.publish(Clock(clock=_time_msg(snap.sim_time)))
         if snap.outcome is not None:
             self._reward_pub.publish(Float64(data=snap.outcome.reward))
@@ -379,6 +413,20 @@ class SimBridge(Node):
         state.velocity = snap.velocities.tolist()
         state.effort = snap.efforts.tolist()
         self._joint_states_pub.publish(state)
+
+    @staticmethod
+    def _outcome_message(snap: _Snapshot) -> StepOutcomeMsg:
+        message = StepOutcomeMsg()
+        message.header.stamp = snap.stamp
+        message.episode_index = snap.episode_index
+        message.step_index = snap.episode_steps
+        if snap.outcome is not None:
+            message.reward = float(snap.outcome.reward)
+            message.success = bool(snap.outcome.success)
+        message.episode_end = snap.episode_end
+        message.terminated = snap.episode_end in ("success", "terminated")
+        message.truncated = snap.episode_end in ("truncated", "time_limit")
+        return message
 
     def _wait_turn(self) -> bool:
         """Wait until the pacing mode allows a step (or a reset is pending); False when stopping."""
@@ -430,10 +478,11 @@ class SimBridge(Node):
             self._sim_time += self._dt
             self._steps += 1
             self._episode_steps += 1
-            snap = self._snapshot(outcome)
             reason = "" if self._episode_done else outcome.end_reason(self._episode_steps, self._max_episode_steps)
             if reason:
                 self._episode_done = True
+                self._episode_end = reason
+            snap = self._snapshot(outcome)
         if reason:
             self._episode_end_pub.publish(String(data=reason))
             self.get_logger().info(f"episode {self._episode_index} ended: {reason} after {self._episode_steps} steps")
@@ -483,6 +532,7 @@ class SimBridge(Node):
             "episode_steps": str(self._episode_steps),
             "overruns": str(self._pacer.overruns),
             "lockstep_timeouts": str(self._gate.timeouts),
+            "repeated_reset_requests": str(self._repeated_resets),
             "rejected_inputs": str(self._rejected),
             "last_rejection": self._last_rejection,
         }
