@@ -120,6 +120,39 @@ def test_a_rank_that_dies_stops_the_run_with_one_line_and_the_last_checkpoint_lo
     assert loaded.source == "lerobot_ros"
 
 
+def test_a_sigkilled_train_command_takes_torchrun_and_its_ranks_down(tiny_dataset: Path, tmp_path: Path) -> None:
+    """`lerobot-ros train --nproc 2` SIGKILLed: torchrun gets its parent-death SIGTERM and stops both ranks.
+    Before, torchrun (PPID 1) and the ranks trained on until their step limit."""
+    from lerobot_ros.testing import pid_alive
+
+    out = tmp_path / "run"
+    args = train_args(tiny_dataset, out, "--steps", "100000", "--batch-size", "2", "--nproc", "2", "--save-every", "3")
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while not list((out / "checkpoints").glob("*/training_state/state.json")):  # both ranks train
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no checkpoint was written"
+            time.sleep(0.2)
+        torchrun = _children(process.pid)
+        started = torchrun + [child for parent in torchrun for child in _children(parent)]
+        assert len(started) == 3, started
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 120
+        while alive := [pid for pid in started if pid_alive(pid)]:
+            assert time.monotonic() < deadline, f"still training after `lerobot-ros train` was SIGKILLed: {alive}"
+            time.sleep(0.05)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in started:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def two_hosts() -> Iterator[tuple[str, str, str]]:
     """Two network namespaces joined by a veth pair (10.231.<n>.1 and .2); removed afterwards."""

@@ -205,8 +205,11 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 def _launch_torchrun(args: argparse.Namespace) -> int:
     """Re-run this command under torchrun with `--nproc` processes; one line when a rank fails."""
     import os
+    import signal
     import subprocess
     import sys
+
+    from lerobot_ros.parent_death import parent_death_signal
 
     if args.nproc < 1:
         raise CommandError(f"--nproc must be >= 1, got {args.nproc}")
@@ -217,7 +220,8 @@ def _launch_torchrun(args: argparse.Namespace) -> int:
         "-m", "lerobot_ros.cli", "train", *_argv_of(args),
     ]  # fmt: skip
     try:
-        result = subprocess.run(command, check=False)
+        # SIGTERM to torchrun (which stops its ranks) when this process dies, even by SIGKILL.
+        result = subprocess.run(command, check=False, preexec_fn=parent_death_signal(signal.SIGTERM))
     except KeyboardInterrupt:
         return 130
     if result.returncode != 0:
