@@ -179,7 +179,7 @@ fi
 step "check"
 "$PY" - <<'EOF' || fail "the venv does not import the ROS stack; delete .venv and re-run"
 import rclpy  # noqa: F401
-from lerobot_msgs.msg import ActionChunk  # noqa: F401
+from lerobot_msgs.msg import ActionChunk, StepOutcome  # noqa: F401
 from lerobot_msgs.action import RecordEpisode  # noqa: F401
 import lerobot_ros, lerobot_contract, lerobot_drivers, lerobot_recorder, lerobot_training, lerobot_sim_bridge, lerobot_eval  # noqa: F401
 import lerobot_policy_server.client  # noqa: F401

@@ -81,7 +81,8 @@ def test_every_package_is_built_and_indexed(colcon_install: Path) -> None:
 def test_interfaces_are_generated(colcon_install: Path) -> None:
     site = colcon_install / "lerobot_msgs" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     generated = site / "site-packages" / "lerobot_msgs"
-    modules = ["msg/_action_chunk.py", "msg/_recorder_status.py", "msg/_policy_status.py", "action/_record_episode.py"]
+    modules = ["msg/_action_chunk.py", "msg/_recorder_status.py", "msg/_policy_status.py", "msg/_step_outcome.py"]
+    modules += ["srv/_reset_env.py", "action/_record_episode.py"]
     for module in modules:
         assert (generated / module).exists(), module
     assert (colcon_install / "lerobot_msgs" / "share" / "lerobot_msgs" / "msg" / "ActionChunk.msg").exists()
