@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -142,37 +144,94 @@ def train_policy(steps: int, directory: Path, seed: int = 0) -> dict[str, Any]:
     return {"steps": steps, "seconds": time.perf_counter() - began, "final_loss": float(np.mean(losses[-100:]))}
 
 
+class ToyTask:
+    """The bimodal 2-D task: a point arm (position servo, first-order lag) goes round a round obstacle to a goal."""
+
+    names = NAMES
+    episode_s = EPISODE_S
+    what = "bimodal 2-D obstacle task, diffusion policy trained in the run, simulated clock (see docstring)"
+
+    def __init__(self) -> None:
+        self.position = np.zeros(2)
+        self.goal = np.zeros(2)
+        self.collided = False
+        self.reached = False
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.position, self.goal = sample_episode(np.random.default_rng(seed))
+        self.collided, self.reached = False, False
+        return self.position.copy()
+
+    def observation(self) -> dict[str, np.ndarray]:
+        return {"observation.state": self.position.copy(), "observation.environment_state": self.goal.copy()}
+
+    def to_command(self, actions: np.ndarray) -> np.ndarray:
+        return actions
+
+    def step(self, target: np.ndarray) -> bool:
+        self.position = self.position + SERVO_GAIN * (target - self.position)
+        self.collided = self.collided or bool(np.linalg.norm(self.position) < OBSTACLE_RADIUS)
+        self.reached = bool(np.linalg.norm(self.position - self.goal) < GOAL_TOLERANCE)
+        return self.reached
+
+    def result(self) -> dict[str, Any]:
+        success = self.reached and not self.collided
+        return {"success": success, "failure": None if success else "collision" if self.collided else "timeout"}
+
+    def close(self) -> None:
+        pass
+
+
+class ClosedLoopTask(Protocol):
+    """What `run_episode` drives: `ToyTask` here, `rtc_so101.So101Task` (the SO-101 sim)."""
+
+    names: tuple[str, ...]
+    episode_s: float
+    what: str
+
+    def reset(self, seed: int) -> np.ndarray: ...  # the resting command (executor units)
+    def observation(self) -> dict[str, np.ndarray]: ...  # the policy's inputs now
+    def to_command(self, actions: np.ndarray) -> np.ndarray: ...  # policy units -> executor units
+    def step(self, target: np.ndarray) -> bool: ...  # one tick's command; True: the episode is over
+    def result(self) -> dict[str, Any]: ...  # {"success": bool, "failure": None | why}
+    def close(self) -> None: ...
+
+
 def run_episode(
-    policy: CheckpointPolicy, mode: BlendMode, delay_s: float, seed: int, start_noise_level: float = 1.0
+    policy: CheckpointPolicy,
+    task: ClosedLoopTask,
+    mode: BlendMode,
+    delay_s: float,
+    seed: int,
+    start_noise_level: float = 1.0,
 ) -> tuple[dict[str, Any], list[float]]:
     """One closed-loop episode on a simulated clock; returns its metrics and the inference wall times."""
-    rng = np.random.default_rng(seed)
-    start, goal = sample_episode(rng)
+    position = task.reset(seed)
     torch.manual_seed(seed)
-    executor = ChunkExecutor(ExecutorConfig(joint_names=NAMES, blend=mode, crossfade_s=0.1, ensemble_coeff=0.01))
-    position = start.copy()
+    horizon = policy.horizon
+    executor = ChunkExecutor(ExecutorConfig(joint_names=task.names, blend=mode, crossfade_s=0.1, ensemble_coeff=0.01))
     executor.reset(position, 0)
     rtc = RtcSettings(max_guidance_weight=5.0, start_noise_level=start_noise_level) if mode is BlendMode.RTC else None
-    last: tuple[int, np.ndarray] | None = None  # (stamp, actions) of the last chunk that arrived
+    # (stamp, actions in the policy's units) of the last chunk that arrived: what the node hands an rtc policy.
+    last: tuple[int, np.ndarray] | None = None
     pending: tuple[int, int, np.ndarray] | None = None  # (arrival, stamp, actions) of the inference running
     commands, switches, inference_s = [], [], []
     delay_ns = round(delay_s * NS)
-    success, collided = False, False
-    for tick in range(int(EPISODE_S * FPS)):
+    for tick in range(int(task.episode_s * FPS)):
         now = tick * PERIOD_NS
         if pending is not None and now >= pending[0]:
-            executor.submit(Chunk(pending[1], PERIOD_NS, pending[2]), now)
+            executor.submit(Chunk(pending[1], PERIOD_NS, task.to_command(pending[2])), now)
             last, pending = (pending[1], pending[2]), None
             switches.append(tick)
         plan = executor.plan
-        left_s = 0.0 if last is None else max(last[0] + (HORIZON - 1) * PERIOD_NS - now, 0) / NS
-        lead_s = max(THRESHOLD * HORIZON / FPS, delay_s + MARGIN_S)
+        left_s = 0.0 if last is None else max(last[0] + (horizon - 1) * PERIOD_NS - now, 0) / NS
+        lead_s = max(THRESHOLD * horizon / FPS, delay_s + MARGIN_S)
         if pending is None and (plan is None or last is None or left_s <= lead_s):
-            observation = {"observation.state": position.copy(), "observation.environment_state": goal.copy()}
+            observation = task.observation()
             prefix = None
             if rtc is not None and last is not None:
                 previous = remaining_steps(last[1], last[0], PERIOD_NS, now)
-                prefix = make_prefix(rtc, previous, HORIZON, measured_delay_steps(0.0, delay_s, MARGIN_S, PERIOD_NS))
+                prefix = make_prefix(rtc, previous, horizon, measured_delay_steps(0.0, delay_s, MARGIN_S, PERIOD_NS))
             began = time.perf_counter()
             chunk = policy.predict_chunk(observation) if prefix is None else policy.predict_chunk(observation, prefix)
             inference_s.append(time.perf_counter() - began)
@@ -181,15 +240,12 @@ def run_episode(
         if target is None:
             target = position.copy()
         commands.append(target.copy())
-        position = position + SERVO_GAIN * (target - position)
-        collided = collided or bool(np.linalg.norm(position) < OBSTACLE_RADIUS)
-        if np.linalg.norm(position - goal) < GOAL_TOLERANCE:
-            success = not collided
+        if task.step(target):
             break
-    return _metrics(np.array(commands), switches, success, collided), inference_s
+    return {**task.result(), **_metrics(np.array(commands), switches)}, inference_s
 
 
-def _metrics(commands: np.ndarray, switches: list[int], success: bool, collided: bool) -> dict[str, Any]:
+def _metrics(commands: np.ndarray, switches: list[int]) -> dict[str, Any]:
     steps = np.linalg.norm(np.diff(commands, axis=0), axis=1)  # steps[i]: command i -> i + 1
     # The command steps from the tick before a chunk arrives to two ticks after: the switch itself, and with rtc
     # the step into the first inpainted action (d is one margin step past the arrival); crossfade's 0.1 s fade.
@@ -202,8 +258,6 @@ def _metrics(commands: np.ndarray, switches: list[int], success: bool, collided:
     median_inner = float(np.median(inner)) if len(inner) else 0.0
     jerk = np.diff(commands[first + 4 :], n=3, axis=0) * FPS**3
     return {
-        "success": success,
-        "collided": collided,
         "seam_step": seam,
         "median_inner_step": median_inner,
         "jerk_rms": float(np.sqrt(np.mean(np.sum(jerk**2, axis=1)))) if len(jerk) else 0.0,
@@ -218,7 +272,7 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "episodes": len(episodes),
         "success_rate": float(np.mean([e["success"] for e in episodes])),
-        "collisions": int(sum(e["collided"] for e in episodes)),
+        "failures": dict(Counter(e["failure"] for e in episodes if e["failure"])),
         "seam_step_mean": float(np.mean(seams)),
         "seam_step_max": float(np.max(seams)),
         "seam_over_median_inner_step_mean": float(np.mean(ratios)),
@@ -249,31 +303,69 @@ def headline_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows_out
 
 
+def plot(results: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Success, seam and jerk per blend mode (one group of bars per delay)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [label for label, _, _ in MODES]
+    panels = (("success_rate", "success rate"), ("seam_over_median_inner_step_mean", "seam / in-chunk step"),
+              ("jerk_rms_mean", "command jerk RMS"))  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    width = 0.8 / len(labels)
+    for ax, (key, name) in zip(axes, panels, strict=True):
+        for i, label in enumerate(labels):
+            values = [next(r[key] for r in results if r["blend"] == label and r["delay_s"] == d) for d in DELAYS]
+            ax.bar(np.arange(len(DELAYS)) + (i - (len(labels) - 1) / 2) * width, values, width, label=label)
+        ax.set_xticks(np.arange(len(DELAYS)), [f"{d:g} s" for d in DELAYS])
+        ax.set(xlabel="inference delay", title=name)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=("so101", "toy"), default="so101", help="the SO-101 sim or the 2-D toy")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per blend mode and delay")
-    parser.add_argument("--train-steps", type=int, default=2000)
+    parser.add_argument("--train-steps", type=int, help="training steps (default: so101 2500, toy 2000)")
     parser.add_argument("--quick", action="store_true", help="3 episodes, 300 training steps (a smoke run)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, help="default: bench/results/rtc_so101.json or rtc.json (toy)")
     parser.add_argument("--checkpoint", type=Path, help="keep the trained policy here (reused when it exists)")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.train_steps = 3, 300
+    so101 = args.task == "so101"
+    if so101:
+        import rtc_so101
+
+    steps = args.train_steps or (rtc_so101.TRAIN_STEPS if so101 else 2000)
+    output = args.output or (RESULTS.with_name("rtc_so101.json") if so101 else RESULTS)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint or Path(tmp) / "pretrained_model"
         if (directory / "config.json").is_file():
-            training = {"steps": None, "seconds": 0.0, "final_loss": None, "reused": str(directory)}
+            training: dict[str, Any] = {"steps": None, "seconds": 0.0, "final_loss": None, "reused": str(directory)}
+        elif so101:
+            training = rtc_so101.train_policy(directory, steps, Path(tmp))
         else:
-            training = train_policy(args.train_steps, directory)
+            training = train_policy(steps, directory)
         print(f"policy: {training}")
         policy = CheckpointPolicy(directory)
+        task: ClosedLoopTask = rtc_so101.So101Task() if so101 else ToyTask()
         results: list[dict[str, Any]] = []
+        began = time.perf_counter()
         for delay in DELAYS:
             for label, mode, level in MODES:
                 episodes, times = [], []
                 for index in range(args.episodes):
-                    metrics, inference = run_episode(policy, mode, delay, seed=1000 + index, start_noise_level=level)
+                    metrics, inference = run_episode(
+                        policy, task, mode, delay, seed=1000 + index, start_noise_level=level
+                    )
                     episodes.append(metrics)
                     times += inference
                 entry = {"blend": label, "start_noise_level": level, "delay_s": delay, **summarize(episodes),
@@ -285,28 +377,38 @@ def main() -> int:
                     f"{entry['jerk_rms_mean']:.1f}, inference {entry['inference_wall_s_mean'] * 1000:.0f} ms",
                     flush=True,
                 )
+        task.close()
     headline = headline_rows(results)
     report = {
-        "bench": "rtc",
-        "what": "bimodal 2-D obstacle task, diffusion policy trained in the run, simulated clock (see docstring)",
-        "machine": {"platform": platform.platform(), "python": sys.version.split()[0]},
+        "bench": "rtc_so101" if so101 else "rtc",
+        "what": task.what,
+        "machine": {
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "loadavg_at_end": os.getloadavg(),
+        },
         "settings": {
             "fps": FPS,
-            "horizon": HORIZON,
+            "horizon": policy.horizon,
             "threshold": THRESHOLD,
             "margin_s": MARGIN_S,
             "episodes": args.episodes,
+            "episode_s": task.episode_s,
             "max_guidance_weight": 5.0,
             "crossfade_s": 0.1,
             "ensemble_coeff": 0.01,
+            **(rtc_so101.settings() if so101 else {}),
         },
         "training": training,
+        "episodes_wall_s": time.perf_counter() - began,
         "results": results,
         "headline": headline,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    plot(results, output.with_suffix(".png"), task.what)
+    print(f"wrote {output} and {output.with_suffix('.png').name}")
     return 0
 
 
