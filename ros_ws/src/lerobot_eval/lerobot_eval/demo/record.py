@@ -42,6 +42,7 @@ class Operator:
         self._lock = threading.Lock()
         self._goal_active = False
         self._started = 0
+        self._expert_active = False
         self._episode_seed = seed
         self._diagnostics: dict[str, str] = {}
         self._action = ActionClient(node, RecordEpisode, "/recorder/record_episode")
@@ -70,9 +71,13 @@ class Operator:
             self.outcomes.append(str(msg.data))
 
     def _on_active(self, msg: Any) -> None:
-        if msg.data and not self._goal_active and len(self.results) < self.episodes:
-            # Expert episode i runs seed + i, whether or not it gets recorded.
+        started = bool(msg.data) and not self._expert_active
+        self._expert_active = bool(msg.data)
+        if started:
+            # Expert episode i runs seed + i, whether or not it gets recorded: also when the recorder is still saving
+            # the previous one (a busy machine), else every later episode's seed is off by one.
             self._started += 1
+        if started and not self._goal_active and len(self.results) < self.episodes:
             if not self._action.server_is_ready():
                 self.node.get_logger().warning("the recorder's action server is not up yet; skipping this episode")
                 return
