@@ -1,28 +1,37 @@
 """Real-time chunking against replace / crossfade / ensemble under injected inference delays (one run, in-process).
 
-What runs: a diffusion policy (this repo's, small U-Net, DDIM 10 steps) trained here (1500 steps: 11-13 min on
-this loaded 2-core machine; `--checkpoint DIR` keeps it for the next run) on a bimodal task: a 2-D point arm
-must go around a round obstacle to a goal, above or below (the expert picks either at random: the
-multimodality that makes independently sampled chunks disagree). Closed-loop
-episodes on a simulated clock at 30 Hz: the real `ChunkExecutor` (each blend mode) drives a position servo
-(first-order lag); inference starts the way the policy node schedules it (at the latest when `threshold` of
-the chunk is left, or the delay + margin) and its chunk arrives `delay` seconds of simulated time after its
-observation, so the robot keeps executing the previous chunk meanwhile. With rtc the policy gets what the
-node hands it: the previous chunk's remaining steps on the observation's grid (`core/rtc.py`), d measured
-as the node does (observation age 0 + delay + margin), s from the schedule, beta 5, through `CheckpointPolicy`;
-`rtc` samples from pure noise as the paper, `rtc_warm0.5` starts from the previous chunk at half the noise.
+Two tasks (`--task`), both closed loop on a simulated clock at 30 Hz with a diffusion policy of this repo:
+
+* `so101` (default): the SO-101 pick-and-place simulation (`rtc_so101.py`). The scripted expert records 200
+  demonstrations in this process (`bench_demo_curve.record`: the demo contract's low-dim features, joints in
+  LeRobot units + block/goal positions, no camera) and the policy (U-Net 32/64/128, 32-step chunks, DDIM 10
+  steps, one torch thread) is trained on them with the repo's `Trainer`. Success is the sim's (the block in the
+  bin) within 10 s; the executor's targets (radians, through the contract's units) are the joint commands.
+* `toy`: a bimodal task: a 2-D point arm (position servo, first-order lag) must go around a round obstacle to a
+  goal, above or below (the expert picks either at random: the multimodality that makes independently sampled
+  chunks disagree); success is reaching the goal (within 0.08) before 6 s without touching the obstacle.
+
+`--checkpoint DIR` keeps the trained policy for the next run (reused when it exists). In each episode the real
+`ChunkExecutor` (each blend mode) produces the commands; inference starts the way the policy node schedules it
+(at the latest when `threshold` of the chunk is left, or the delay + margin) and its chunk arrives `delay`
+seconds of simulated time after its observation, so the robot keeps executing the previous chunk meanwhile.
+With rtc the policy gets what the node hands it: the previous chunk's remaining steps on the observation's
+grid (`core/rtc.py`), d measured as the node does (observation age 0 + delay + margin), s from the schedule,
+beta 5, through `CheckpointPolicy`; `rtc` samples from pure noise as the paper, `rtc_warm0.5` starts from the
+previous chunk at half the noise.
 
 Per blend mode and delay (0.1 / 0.2 / 0.4 s), same seeds for every mode:
 * seam: the largest command step from the tick before a chunk arrives to two ticks after it (rtc: the step
   into the first inpainted action is among them), divided by the median step elsewhere (1 = no seam);
-* jerk: RMS of the third difference of the command stream (units/s^3), from 4 ticks after the first chunk
-  arrived (the start-up from the resting pose is left out of both);
-* success: reaching the goal (within 0.08) before 6 s without touching the obstacle.
+* jerk: RMS of the third difference of the command stream (units/s^3; rad/s^3 on the SO-101), from 4 ticks
+  after the first chunk arrived (the start-up from the resting pose is left out of both); on the SO-101 both
+  on the five arm joints (the expert switches the gripper in one tick, inside chunks as much as at seams);
+* success, and why the others failed (timeout, collision, the sim terminating the episode).
 
-This is not the SO-101 simulation: no diffusion checkpoint of the sim task exists here, and training one on
-this 2-core machine takes hours (the demo trains ACT, which cannot inpaint). Writes bench/results/rtc.json.
+Writes bench/results/rtc_so101.json (toy: rtc.json) and a plot beside it.
 
-    .venv/bin/python bench/bench_rtc.py [--episodes 10] [--train-steps 2000] [--quick]
+    .venv/bin/python bench/bench_rtc.py [--task so101|toy] [--episodes 10] [--train-steps N] [--checkpoint DIR]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -148,6 +157,7 @@ class ToyTask:
     """The bimodal 2-D task: a point arm (position servo, first-order lag) goes round a round obstacle to a goal."""
 
     names = NAMES
+    metric_joints = (0, 1)
     episode_s = EPISODE_S
     what = "bimodal 2-D obstacle task, diffusion policy trained in the run, simulated clock (see docstring)"
 
@@ -186,6 +196,7 @@ class ClosedLoopTask(Protocol):
     """What `run_episode` drives: `ToyTask` here, `rtc_so101.So101Task` (the SO-101 sim)."""
 
     names: tuple[str, ...]
+    metric_joints: tuple[int, ...]  # the columns of the command the seam and jerk are measured on
     episode_s: float
     what: str
 
@@ -242,7 +253,7 @@ def run_episode(
         commands.append(target.copy())
         if task.step(target):
             break
-    return {**task.result(), **_metrics(np.array(commands), switches)}, inference_s
+    return {**task.result(), **_metrics(np.array(commands)[:, list(task.metric_joints)], switches)}, inference_s
 
 
 def _metrics(commands: np.ndarray, switches: list[int]) -> dict[str, Any]:
@@ -349,7 +360,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint or Path(tmp) / "pretrained_model"
         if (directory / "config.json").is_file():
-            training: dict[str, Any] = {"steps": None, "seconds": 0.0, "final_loss": None, "reused": str(directory)}
+            training: dict[str, Any] = {"steps": None, "seconds": 0.0, "final_loss": None}
+            if so101 and (directory / rtc_so101.TRAINING_JSON).is_file():
+                training = json.loads((directory / rtc_so101.TRAINING_JSON).read_text())
+            training["reused"] = str(directory)
         elif so101:
             training = rtc_so101.train_policy(directory, steps, Path(tmp))
         else:
