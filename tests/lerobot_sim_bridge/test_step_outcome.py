@@ -152,9 +152,9 @@ class ScriptedBridge:
     def srv_name(self) -> str:
         return f"{NS}/sim/reset"
 
-    def call_async(self, request: ResetEnv.Request) -> Future:
+    def call_async(self, request: ResetEnv.Request) -> Future[ResetEnv.Response]:
         self.requests.append(request)
-        future: Future = Future()
+        future: Future[ResetEnv.Response] = Future()
         if request.request_id not in self.answers or not request.request_id:
             self.resets += 1
             self.time += DT
@@ -170,7 +170,7 @@ class ScriptedBridge:
         future.set_result(self.answers[request.request_id])
         return future
 
-    def remove_pending_request(self, future: Future) -> None:
+    def remove_pending_request(self, future: Future[ResetEnv.Response]) -> None:
         pass
 
 
