@@ -16,34 +16,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import rclpy
-from rclpy.context import Context
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
-from lerobot_sim_bridge.nodes.bridge import SimBridge
+from tests.lerobot_sim_bridge.conftest import in_process_bridge
 
 
 @pytest.fixture
-def bridge(ros_domain: int) -> Iterator[SimBridge]:
-    context = Context()
-    rclpy.init(context=context, domain_id=ros_domain)
-    node = None
-    try:
-        node = SimBridge(
-            context=context,
-            parameter_overrides=[
-                Parameter("mode", value="lockstep"),
-                Parameter("cameras", value=""),
-                Parameter("seed", value=3),
-            ],
-        )
+def bridge(ros_domain: int) -> Iterator[Any]:
+    with in_process_bridge(ros_domain) as node:
         yield node
-    finally:
-        if node is not None:
-            node.shutdown()  # the worker was never started: this releases the simulation
-            node.destroy_node()
-        context.try_shutdown()
 
 
 def test_an_answer_to_the_joint_states_before_the_worker_runs_again_lets_the_bridge_step(bridge: Any) -> None:

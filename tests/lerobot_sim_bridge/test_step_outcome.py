@@ -22,11 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Pose, PoseArray
-from rclpy.context import Context
-from rclpy.parameter import Parameter
 from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64, String
@@ -34,8 +31,8 @@ from std_msgs.msg import Bool, Float64, String
 from lerobot_contract import Contract
 from lerobot_msgs.msg import StepOutcome
 from lerobot_msgs.srv import ResetEnv
-from lerobot_sim_bridge.nodes.bridge import SimBridge
 from lerobot_sim_bridge.ros_env import RosRobotEnv
+from tests.lerobot_sim_bridge.conftest import in_process_bridge
 
 REPO = Path(__file__).resolve().parents[2]
 STATE, POSES = "observation.state", "observation.environment_state"
@@ -218,26 +215,9 @@ def test_a_lost_reset_reply_is_sent_again_and_the_bridge_resets_once() -> None:
 
 
 @pytest.fixture
-def bridge_node(ros_domain: int) -> Iterator[SimBridge]:
-    context = Context()
-    rclpy.init(context=context, domain_id=ros_domain)
-    node = None
-    try:
-        node = SimBridge(
-            context=context,
-            parameter_overrides=[
-                Parameter("mode", value="lockstep"),
-                Parameter("cameras", value=""),
-                Parameter("seed", value=3),
-                Parameter("max_episode_steps", value=2),
-            ],
-        )
+def bridge_node(ros_domain: int) -> Iterator[Any]:
+    with in_process_bridge(ros_domain, max_episode_steps=2) as node:
         yield node
-    finally:
-        if node is not None:
-            node.shutdown()  # the worker was never started: this releases the simulation
-            node.destroy_node()
-        context.try_shutdown()
 
 
 def test_the_bridge_publishes_each_outcome_before_its_observation_stamped_alike(bridge_node: Any) -> None:
