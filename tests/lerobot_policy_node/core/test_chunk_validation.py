@@ -118,7 +118,7 @@ def test_the_shipped_robot_configs_give_the_executor_its_limits():
 
     repo = Path(__file__).resolve().parents[3]
     sim = load_robot_limits(repo / "config/robots/so101_sim.yaml", "/follower/action_executor")
-    assert sim.joint_names[-1] == "gripper" and sim.max_velocity == 3.0
+    assert sim.joint_names[-1] == "gripper" and sim.max_velocity == 60.0  # the demonstrations' speed (so101_sim.yaml)
     with pytest.raises(PolicyConfigError, match=r"calibration file .* does not exist"):
         load_robot_limits(repo / "config/robots/so101.yaml", "/follower/action_executor")  # edit for your arm
 
