@@ -292,7 +292,7 @@ def summarize(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def headline_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def headline_rows(results: list[dict[str, Any]], jerk_unit: str = "units/s^3") -> list[dict[str, Any]]:
     """Seam, jerk and success of both rtc variants against crossfade (the default blend), per delay."""
     rows_out = []
     same = "crossfade (the default blend), same seeds"
@@ -306,7 +306,7 @@ def headline_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                        rtc["seam_over_median_inner_step_mean"], "x",
                        baseline=crossfade["seam_over_median_inner_step_mean"], baseline_what=same,
                        target="<= baseline"),
-                figure(f"command jerk RMS, {label}, inference delay {delay:g} s", rtc["jerk_rms_mean"], "units/s^3",
+                figure(f"command jerk RMS, {label}, inference delay {delay:g} s", rtc["jerk_rms_mean"], jerk_unit,
                        baseline=crossfade["jerk_rms_mean"], baseline_what=same, target="<= baseline"),
                 figure(f"success rate, {label}, inference delay {delay:g} s", rtc["success_rate"], "fraction",
                        baseline=crossfade["success_rate"], baseline_what=same, target=">= baseline"),
@@ -344,7 +344,7 @@ def main() -> int:
     parser.add_argument("--task", choices=("so101", "toy"), default="so101", help="the SO-101 sim or the 2-D toy")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per blend mode and delay")
     parser.add_argument("--train-steps", type=int, help="training steps (default: so101 2500, toy 2000)")
-    parser.add_argument("--quick", action="store_true", help="3 episodes, 300 training steps (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="3 episodes, 300 training steps, so101: 20 demos (smoke)")
     parser.add_argument("--output", type=Path, help="default: bench/results/rtc_so101.json or rtc.json (toy)")
     parser.add_argument("--checkpoint", type=Path, help="keep the trained policy here (reused when it exists)")
     args = parser.parse_args()
@@ -365,7 +365,7 @@ def main() -> int:
                 training = json.loads((directory / rtc_so101.TRAINING_JSON).read_text())
             training["reused"] = str(directory)
         elif so101:
-            training = rtc_so101.train_policy(directory, steps, Path(tmp))
+            training = rtc_so101.train_policy(directory, steps, Path(tmp), 20 if args.quick else rtc_so101.DEMOS)
         else:
             training = train_policy(steps, directory)
         print(f"policy: {training}")
@@ -392,7 +392,7 @@ def main() -> int:
                     flush=True,
                 )
         task.close()
-    headline = headline_rows(results)
+    headline = headline_rows(results, "rad/s^3" if so101 else "units/s^3")
     report = {
         "bench": "rtc_so101" if so101 else "rtc",
         "what": task.what,
