@@ -34,8 +34,9 @@ POLICY_OVERRIDES: dict[str, Any] = {
     "n_groups": 8,
     "num_inference_steps": 10,
     # LeRobot's diffusion leaves observation.environment_state unnormalised (no ENV entry): the block and goal
-    # positions then vary by a few centimetres, 0.1 of the joints' [-1, 1] range, and the policy placed its
-    # grasp by several degrees wrong after 1250 steps (0/10 episodes); scaled to [-1, 1] like the joints.
+    # positions vary by a few centimetres, 0.1 of the joints' [-1, 1] range; scaled to [-1, 1] like the joints
+    # (a run without it had 0/10 and grasps several degrees off at 1250 steps; with it 1/10 at 1000, 2/10 at
+    # 1500: whether it matters was not settled).
     "normalization_mapping": {"VISUAL": "MEAN_STD", "STATE": "MIN_MAX", "ENV": "MIN_MAX", "ACTION": "MIN_MAX"},
 }
 LEARNING_RATE = 1e-3
