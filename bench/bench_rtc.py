@@ -5,10 +5,10 @@ Two tasks (`--task`), both closed loop on a simulated clock at 30 Hz with a diff
 * `so101` (default): the SO-101 pick-and-place simulation (`rtc_so101.py`). The scripted expert records 200
   demonstrations in this process (`bench_demo_curve.record`: the demo contract's low-dim features, joints in
   LeRobot units + block/goal positions, no camera) and the policy (U-Net 32/64/128, 32-step chunks, DDIM 10
-  steps, one torch thread) is trained on them with the repo's `Trainer` (4500 steps: 16 min at load 10-17 on
-  this 2-core machine; recording 9 min at load 15, 8 s per 20 demos idle). Success is the sim's (the block in
-  the bin) within 10 s; the executor's targets (radians, through the contract's units) are the joint commands.
-  Measured: rtc_so101.json, table in the policy node README.
+  steps, one torch thread) is trained on them with the repo's `Trainer`. On this 2-core machine a whole run
+  took 13.5 min at load 7-8 (recording 130 s, 4500 training steps 477 s, 300 episodes 184 s); training took
+  16 min at load 10-17. Success is the sim's (the block in the bin) within 10 s; the executor's targets
+  (radians, through the contract's units) are the joint commands. Table in the policy node README.
 * `toy`: a bimodal task: a 2-D point arm (position servo, first-order lag) must go around a round obstacle to a
   goal, above or below (the expert picks either at random: the multimodality that makes independently sampled
   chunks disagree); success is reaching the goal (within 0.08) before 6 s without touching the obstacle.
