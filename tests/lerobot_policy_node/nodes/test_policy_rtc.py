@@ -44,8 +44,11 @@ def checkpoint(tmp_path, kind: str) -> str:
                            use_vae=False)  # fmt: skip
         policy = ACTPolicy(config, stats)
     else:
-        config = DiffusionConfig(input_features=inputs, output_features=outputs, n_obs_steps=1, horizon=16,
-                                 n_action_steps=8, down_dims=(16, 32), n_groups=4, kernel_size=3,
+        # A 2.1 s chunk (64 steps): the overlap the rtc test checks needs the next observation taken while the
+        # previous chunk still runs, i.e. an inference shorter than a chunk; with 16 steps (0.53 s) a -m ros run
+        # with 4 busy loops had none in 40 chunks.
+        config = DiffusionConfig(input_features=inputs, output_features=outputs, n_obs_steps=1, horizon=64,
+                                 n_action_steps=32, down_dims=(16, 32), n_groups=4, kernel_size=3,
                                  diffusion_step_embed_dim=16, num_inference_steps=4)  # fmt: skip
         policy = DiffusionPolicy(config, stats)
     directory = tmp_path / kind / "pretrained_model"
@@ -104,7 +107,7 @@ def _overlapping_pairs_checked(chunks) -> int:
 def test_each_chunk_starts_where_the_previous_one_is_at_its_observation(tmp_path, processes, ros_node):
     probe = StateProbe(ros_node)
     start_policy(processes, checkpoint(tmp_path, "diffusion"))
-    # Under load an inference can outlast the previous chunk (0.53 s): such a pair has no overlap to check, so
+    # Under load an inference can outlast the previous chunk (2.1 s): such a pair has no overlap to check, so
     # wait for chunks until two pairs overlapped (every overlapping pair is checked on the way).
     for published in range(4, 41, 4):
         probe.status(lambda s, n=published: s.chunks_published >= n)
