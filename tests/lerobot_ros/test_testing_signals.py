@@ -46,6 +46,21 @@ def _wait(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _output_once_exited(run: subprocess.Popen[str], sig: signal.Signals) -> str:
+    """The inner run's output once it exited; a run still up 60 s after `sig` is made to dump every thread's stack
+    (SIGABRT: pytest's faulthandler) so that the failure says where it hangs."""
+    try:
+        return run.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        run.send_signal(signal.SIGABRT)
+        try:
+            output = run.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            output = run.communicate()[0]
+        raise AssertionError(f"pytest still ran 60 s after {sig.name}; its output and stacks:\n{output}") from None
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_signalled_pytest_run_leaves_no_node_running(tmp_path: Path, sig: signal.Signals) -> None:
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["lerobot_ros.testing"]\n')
@@ -68,7 +83,7 @@ def test_a_signalled_pytest_run_leaves_no_node_running(tmp_path: Path, sig: sign
         node = int(pid_file.read_text())
         assert pid_alive(node)
         run.send_signal(sig)
-        output = run.communicate(timeout=60)[0]
+        output = _output_once_exited(run, sig)
         # The node is stopped by the fixture's teardown (SIGTERM, SIGINT), or by its parent-death signal (SIGKILL).
         _wait(lambda: not pid_alive(node), 30, f"node {node} still runs after pytest got {sig.name}:\n{output}")
         if sig is not signal.SIGKILL:
@@ -126,7 +141,7 @@ def test_a_sigterm_ends_the_run_even_when_the_code_under_test_catches_the_interr
         assert run.poll() is None, run.communicate()[0]
         node = int(pid_file.read_text())
         run.send_signal(signal.SIGTERM)
-        output = run.communicate(timeout=60)[0]
+        output = _output_once_exited(run, signal.SIGTERM)
         assert run.returncode == pytest.ExitCode.INTERRUPTED, output
         assert not next_test.exists(), f"a test started after the SIGTERM:\n{output}"
         assert not pid_alive(node), output  # stopped by the first test's teardown
