@@ -20,7 +20,8 @@ from lerobot_ros.testing import pid_alive
 
 pytestmark = pytest.mark.ros
 
-INNER_TEST = textwrap.dedent(
+# The inner runs' tests: start a node through `processes`, write its pid where the outer test reads it, then wait.
+INNER_HEADER = textwrap.dedent(
     """
     import os
     import time
@@ -28,12 +29,20 @@ INNER_TEST = textwrap.dedent(
     from lerobot_ros.testing import venv_script
 
 
-    def test_starts_a_node_and_waits(processes):
+    def start_talker(processes):
         node = processes.start([venv_script("demo_talker")], name="talker")
         node.wait_for_output("publishing on", timeout=60)
         with open(os.environ["NODE_PID_FILE"] + ".tmp", "w") as out:
             out.write(str(node.pid))
         os.replace(os.environ["NODE_PID_FILE"] + ".tmp", os.environ["NODE_PID_FILE"])
+    """
+)
+
+INNER_TEST = INNER_HEADER + textwrap.dedent(
+    """
+
+    def test_starts_a_node_and_waits(processes):
+        start_talker(processes)
         time.sleep(600)
     """
 )
@@ -96,20 +105,11 @@ def test_a_signalled_pytest_run_leaves_no_node_running(tmp_path: Path, sig: sign
             os.kill(node, signal.SIGKILL)
 
 
-SWALLOWING_TESTS = textwrap.dedent(
+SWALLOWING_TESTS = INNER_HEADER + textwrap.dedent(
     """
-    import os
-    import time
-
-    from lerobot_ros.testing import venv_script
-
 
     def test_code_under_test_catches_the_interrupt(processes):
-        node = processes.start([venv_script("demo_talker")], name="talker")
-        node.wait_for_output("publishing on", timeout=60)
-        with open(os.environ["NODE_PID_FILE"] + ".tmp", "w") as out:
-            out.write(str(node.pid))
-        os.replace(os.environ["NODE_PID_FILE"] + ".tmp", os.environ["NODE_PID_FILE"])
+        start_talker(processes)
         try:  # as `lerobot_ros.cli.main` does when a test runs a command in-process (exit status 130)
             time.sleep(600)
         except KeyboardInterrupt:
