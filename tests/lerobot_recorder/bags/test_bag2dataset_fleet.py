@@ -135,16 +135,27 @@ def test_fleet_equals_single_process_conversion(make_bag: MakeBag, tmp_path: Pat
         assert reader.num_episodes == 5
 
 
-def test_worker_killed_mid_shard_is_reported_and_the_rerun_completes(make_bag: MakeBag, tmp_path: Path) -> None:
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_worker_killed_mid_shard_is_reported_and_the_rerun_completes(
+    make_bag: MakeBag, tmp_path: Path, sigint: str
+) -> None:
     """SIGKILL the datatrove worker converting a shard after its first episode is committed: the command ends
     with the task named (the others finish), and the same command again resumes that shard: no episode twice,
-    none lost."""
+    none lost. Also with SIGINT ignored, as a shell script's `bag2dataset ... &` or a CI runner starts it: the
+    watchdog interrupted the wait with SIGINT, so that run hung forever (seen in a clean-clone run started so)."""
     bags = _bags(make_bag, 6, duration_s=1.5)
     contract = _contract(tmp_path)
     fleet = tmp_path / "fleet"
     args = _args(bags, contract, fleet, "--executor", "local", "--tasks", "2", "--workers", "2")
     job = _job(bags, tmp_path, fleet, 2)
-    proc = subprocess.Popen([sys.executable, "-m", "lerobot_ros.cli", *args], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lerobot_ros.cli", *args], stdout=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_ignored if sigint == "ignored" else None,  # noqa: PLW1509 - one signal() in the child
+    )  # fmt: skip
     killed = None
     while killed is None and proc.poll() is None:
         for rank in range(2):
@@ -156,7 +167,11 @@ def test_worker_killed_mid_shard_is_reported_and_the_rerun_completes(make_bag: M
                 os.kill(int(running.read_text()), signal.SIGKILL)
                 break
         time.sleep(0.02)
-    out, _ = proc.communicate(timeout=300)
+    try:
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"the conversion still ran 300 s after task {killed}'s worker was killed") from None
     assert killed is not None, f"the conversion ended before a shard had an episode: {out}"
     assert proc.returncode == 1, out
     assert f"task {killed} FAILED" in out and "died" in out, out

@@ -48,6 +48,7 @@ WATCH_S = 0.5  # how often the local executor's watchdog looks at the running ta
 # A dead worker's task and no task running for this many polls: the pool will return no more results (a pool
 # picks up the next task within milliseconds; the lost task's slot in datatrove's rank queue is never freed).
 WATCH_QUIET_POLLS = 4
+WATCH_SIGNAL = signal.SIGUSR1  # how the watchdog interrupts the main thread's wait (its own handler, see run)
 
 
 def sorted_bags(bags: Iterable[Path]) -> list[Path]:
@@ -308,7 +309,9 @@ class FleetLocalExecutor(LocalPipelineExecutor):  # type: ignore[misc]
     * a worker killed mid-task (SIGKILL, the OOM killer) is noticed: the stock pool waits forever for the result
       of a task whose worker died. A watchdog thread reads the pids the tasks write to `fleet/running/` and,
       once a task lost its worker and no task is running any more, interrupts the wait; `run` then raises
-      `WorkersDied` naming the tasks, which the next run resumes.
+      `WorkersDied` naming the tasks, which the next run resumes. It interrupts with SIGUSR1 and a handler of
+      its own, not SIGINT: a process started with SIGINT ignored (a shell script's `cmd &`, nohup, some CI
+      runners) kept ignoring it, and the wait never ended.
     """
 
     def __init__(self, job: FleetJob, pipeline: list[PipelineStep], **kwargs: Any) -> None:
@@ -332,7 +335,10 @@ class FleetLocalExecutor(LocalPipelineExecutor):  # type: ignore[misc]
             shutil.rmtree(self.job.records / folder, ignore_errors=True)
         if self.workers == 1 or not ranks:
             return super().run()  # the tasks run in this process: nothing can die without it
+        if threading.current_thread() is not threading.main_thread():
+            return super().run()  # only the main thread's wait can be interrupted by a signal: no watchdog
         stop = threading.Event()
+        previous = signal.signal(WATCH_SIGNAL, _interrupt_wait)
         watchdog = threading.Thread(target=self._watch, args=(ranks, stop), name="fleet-watchdog", daemon=True)
         watchdog.start()
         try:
@@ -344,6 +350,7 @@ class FleetLocalExecutor(LocalPipelineExecutor):  # type: ignore[misc]
         finally:
             stop.set()
             watchdog.join()
+            signal.signal(WATCH_SIGNAL, previous)
 
     def _watch(self, ranks: Sequence[int], stop: threading.Event) -> None:
         main = threading.main_thread().ident
@@ -355,8 +362,13 @@ class FleetLocalExecutor(LocalPipelineExecutor):  # type: ignore[misc]
             if quiet >= WATCH_QUIET_POLLS:
                 self._watch_fired[:] = died
                 if main is not None:
-                    signal.pthread_kill(main, signal.SIGINT)
+                    signal.pthread_kill(main, WATCH_SIGNAL)
                 return
+
+
+def _interrupt_wait(signum: int, frame: Any) -> None:
+    """The watchdog's signal in the main thread: end datatrove's wait for the pool as Ctrl-C would."""
+    raise KeyboardInterrupt(f"fleet watchdog: a task's worker died (signal {signum})")
 
 
 class WorkersDied(BagError):
