@@ -55,6 +55,21 @@ def _wait(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _inner_pytest(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The inner run, started as from a terminal: its own session, SIGINT at its default (Python's
+    KeyboardInterrupt). Inherited, SIGINT could be ignored: a shell script's `cmd &` and some CI runners start
+    this run so, the inner pytest kept SIG_IGN and the SIGINT case waited 60 s for an exit that never came."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=_sigint_default,  # noqa: PLW1509 - one signal() in the child
+    )  # fmt: skip
+
+
 def _output_once_exited(run: subprocess.Popen[str], sig: signal.Signals) -> str:
     """The inner run's output once it exited; a run still up 60 s after `sig` is made to dump every thread's stack
     (SIGABRT: pytest's faulthandler) so that the failure says where it hangs."""
@@ -76,15 +91,7 @@ def test_a_signalled_pytest_run_leaves_no_node_running(tmp_path: Path, sig: sign
     (tmp_path / "test_inner.py").write_text(INNER_TEST)
     pid_file = tmp_path / "node.pid"
     env = {**os.environ, "NODE_PID_FILE": str(pid_file)}
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    run = _inner_pytest(tmp_path, env)
     node = 0
     try:
         _wait(lambda: pid_file.exists() or run.poll() is not None, 120, "the inner test did not start its node")
@@ -131,10 +138,7 @@ def test_a_sigterm_ends_the_run_even_when_the_code_under_test_catches_the_interr
     (tmp_path / "test_inner.py").write_text(SWALLOWING_TESTS)
     pid_file, next_test = tmp_path / "node.pid", tmp_path / "next-test-ran"
     env = {**os.environ, "NODE_PID_FILE": str(pid_file), "NEXT_TEST_FILE": str(next_test)}
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+    run = _inner_pytest(tmp_path, env)
     node = 0
     try:
         _wait(lambda: pid_file.exists() or run.poll() is not None, 120, "the inner test did not start its node")
@@ -190,10 +194,7 @@ def test_a_sigterm_during_teardown_still_stops_every_process(tmp_path: Path) -> 
     (tmp_path / "test_inner.py").write_text(STUBBORN_CHILD_TESTS)
     pid_file, teardown = tmp_path / "node.pid", tmp_path / "teardown-started"
     env = {**os.environ, "NODE_PID_FILE": str(pid_file), "TEARDOWN_FILE": str(teardown)}
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+    run = _inner_pytest(tmp_path, env)
     child = 0
     try:
         _wait(lambda: teardown.exists() or run.poll() is not None, 120, "the inner test did not reach its teardown")
