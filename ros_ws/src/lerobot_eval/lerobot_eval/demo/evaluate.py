@@ -209,9 +209,10 @@ def _run_lockstep_episodes(
     camera = f"observation.images.{CAMERA}"
     contract = source.select([*(f.key for f in policy.inputs), "action", camera])
     say(f"  in lockstep on {envs} in-process envs (no ROS, no real-time effects)")
+    mode = _lockstep_mode(envs)
     layout.eval.mkdir(parents=True, exist_ok=True)
     result = run_vector_episodes(
-        policy=policy, env_factory=contract_env_factory("so101_pick_place", contract, fps, f"{CAMERA}:320x240",
+        policy=policy, env_factory=contract_env_factory(ENV_ID, contract, fps, f"{CAMERA}:320x240",
                                                         max_steps),
         num_envs=envs, seeds=seeds, max_steps=max_steps, period_ns=round(NS / fps),
         joint_names=tuple(contract.features["action"].dataset_names or ()), blend="crossfade", threshold=0.5,
@@ -221,11 +222,9 @@ def _run_lockstep_episodes(
         index = first + int(row["index"])
         steps = int(row["steps"])
         end = "success" if row["success"] else ("time_limit" if steps >= max_steps else "terminated")
-        append_jsonl(layout.eval_log, [{
-            "episode": index, "seed": int(row["seed"]), "success": bool(row["success"]), "end": end,
-            "duration_s": round(steps / fps, 3), "chunks": int(row["chunks"]), "checkpoint_step": checkpoint[0],
-            "checkpoint_id": checkpoint[1], "mode": _lockstep_mode(envs),
-        }])  # fmt: skip
+        episode = _eval_row(index, int(row["seed"]), bool(row["success"]), end, round(steps / fps, 3),
+                            int(row["chunks"]), checkpoint, mode=mode)  # fmt: skip
+        append_jsonl(layout.eval_log, [episode])
         say(
             f"  episode {index} (seed {row['seed']}): {'success' if row['success'] else 'failure'} ({end}) after "
             f"{steps / fps:.1f} s simulated, {row['chunks']} chunks  [{index + 1}/{settings.eval_episodes}]"
@@ -233,7 +232,7 @@ def _run_lockstep_episodes(
         frames = result.frames.get(int(row["index"]))
         if frames:
             write_gif(layout.eval / f"episode_{index:03d}.gif", frames[::GIF_EVERY], fps / GIF_EVERY)
-    _log_run(layout, _lockstep_mode(envs), envs, len(result.episodes), result.wall_s, say)
+    _log_run(layout, mode, envs, len(result.episodes), result.wall_s, say)
 
 
 def _lockstep_mode(envs: int) -> str:
@@ -304,11 +303,9 @@ def _run_ros_episodes(
     mode = _through_ros_mode(envs)
     for row in result["episodes"]:
         index = first + int(row["index"])
-        append_jsonl(layout.eval_log, [{
-            "episode": index, "seed": int(row["seed"]), "success": bool(row["success"]), "end": str(row["end"]),
-            "duration_s": float(row["duration_s"]), "chunks": int(row["chunks"]), "checkpoint_step": checkpoint[0],
-            "checkpoint_id": checkpoint[1], "mode": mode, "robot": row["robot"],
-        }])  # fmt: skip
+        episode = _eval_row(index, int(row["seed"]), bool(row["success"]), str(row["end"]), float(row["duration_s"]),
+                            int(row["chunks"]), checkpoint, mode=mode, robot=row["robot"])  # fmt: skip
+        append_jsonl(layout.eval_log, [episode])
     append_jsonl(layout.eval / "executor.jsonl", [{k: v for k, v in e.items() if k in EXECUTOR_KEYS}
                                                   for e in result["executors"] if e])  # fmt: skip
     _log_run(layout, mode, envs, len(result["episodes"]), float(result["wall_s"]), say)
@@ -396,16 +393,24 @@ def _episode(
     if supervisor.frames:
         write_gif(layout.eval / f"episode_{index:03d}.gif", supervisor.frames, 30.0 / GIF_EVERY)
     supervisor.frames = None
+    return _eval_row(index, seed, end == "success", end, round(duration, 3), len(chunks), checkpoint)
+
+
+def _eval_row(
+    index: int,
+    seed: int,
+    success: bool,
+    end: str,
+    duration_s: float,
+    chunks: int,
+    checkpoint: tuple[int, str],
+    **extra: Any,
+) -> dict[str, Any]:
+    """One evaluated episode as episodes.jsonl keeps it (every mode; `extra`: the mode's own keys)."""
     return {
-        "episode": index,
-        "seed": seed,
-        "success": end == "success",
-        "end": end,
-        "duration_s": round(duration, 3),
-        "chunks": len(chunks),
-        "checkpoint_step": checkpoint[0],
-        "checkpoint_id": checkpoint[1],
-    }
+        "episode": index, "seed": seed, "success": success, "end": end, "duration_s": duration_s, "chunks": chunks,
+        "checkpoint_step": checkpoint[0], "checkpoint_id": checkpoint[1], **extra,
+    }  # fmt: skip
 
 
 def write_gif(path: Path, frames: list[np.ndarray], fps: float) -> None:
