@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
 import subprocess
@@ -38,16 +37,12 @@ from typing import Any
 
 import numpy as np
 from headline import figure
+from load import busy_loops
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TARGET = ">= 0.9"
 LOAD_EVERY_S = 5.0
-
-
-def _busy(stop: Any) -> None:
-    while not stop.is_set():
-        sum(i * i for i in range(10_000))
 
 
 class LoadLog:
@@ -80,19 +75,9 @@ def run_demo(workdir: Path, seed: int, busy: int, env: dict[str, str]) -> int:
     try:
         for stage in ("record", "train", "eval", "report"):
             argv = [*cli, stage, "--workdir", str(workdir)] + (["--seed", str(seed)] if stage == "record" else [])
-            stop = multiprocessing.Event()
-            loops = [
-                multiprocessing.Process(target=_busy, args=(stop,)) for _ in range(busy if stage == "record" else 0)
-            ]
-            for loop in loops:
-                loop.start()
             load.stage = stage
-            try:
+            with busy_loops(busy if stage == "record" else 0):
                 code = subprocess.call(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-            finally:
-                stop.set()
-                for loop in loops:
-                    loop.join()
             if code != 0:
                 print(f"  {workdir.name}: `demo {stage}` exited {code}; see {workdir / 'bench.log'}", flush=True)
                 return code

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 import yaml
 from headline import figure
+from load import busy_loops
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -300,14 +300,9 @@ def main() -> None:
     if args.quick:
         args.duration = 20.0
     work = Path(tempfile.mkdtemp(prefix="bench_recorder_"))
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
-        try:
+        with busy_loops(args.busy):
             live = live_run(args, work)
-        finally:
-            for process in busy:
-                process.kill()
-                process.wait()
         direct = direct_writer(args, work, frames=min(int(args.duration * 30), 600))
     finally:
         shutil.rmtree(work, ignore_errors=True)
