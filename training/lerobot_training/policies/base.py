@@ -144,18 +144,25 @@ class Policy(nn.Module, abc.ABC):
 
     @torch.no_grad()
     def predict_chunks(self, observations: Sequence[Mapping[str, Any]]) -> Tensor:
-        """(B, chunk_length, action_dim): `predict_chunk` of each of B observations, computed as one batch (what
-        evaluation with several envs runs).
+        """(B, chunk_length, action_dim): `predict_chunk` of each of B observations (what evaluation with several envs
+        and the policy node's `robots` mode run).
 
-        A batch of one is padded to two rows: with one row torch's CPU matrix products take MKL's
-        matrix-vector kernel, whose sums differ in the last bits from the matrix-matrix one (measured: 1e-6 on
-        ACT's state projection), while with two or more rows each row's result does not depend on the batch
-        size or on the other rows. So an observation gets the same chunk, bit for bit, whichever other
-        observations share its batch (a policy that samples noise, diffusion, draws it per batch).
+        On the CPU each observation is computed on its own, exactly as `predict_chunk` computes it, so an
+        observation gets the same chunk, bit for bit, whichever other observations share the call (and the serial
+        evaluation and the node get that chunk too). One batch cannot promise that: the BLAS picks its kernels by
+        the number of rows and sums in a different order for each (MKL on an AMD EPYC: up to 1e-5 on ACT's chunk
+        between an observation alone, padded to two rows, and the same observation in a batch of 2 or 4, or in
+        row 1 instead of row 0; padding a batch of one to two rows had been enough on the machine where it was
+        measured). It costs nothing there: on 2 CPU cores a batch of 4 took longer than 4 single rows (a small
+        ACT with a 320x240 camera: 100 vs 87 ms). On an accelerator, where batching pays, the rows go as one batch
+        and a row's last bits may depend on its batch. (A policy that samples noise, diffusion, draws it per call.)
         """
+        if not observations:
+            raise ValueError("predict_chunks needs at least one observation")
+        if self.device.type == "cpu":
+            return torch.stack([self.predict_chunk(observation) for observation in observations])
         prepared = [self.prepare_observation(observation) for observation in observations]
-        rows = prepared if len(prepared) > 1 else prepared * 2
-        batch = {key: torch.cat([p[key] for p in rows]) for key in prepared[0]}
+        batch = {key: torch.cat([p[key] for p in prepared]) for key in prepared[0]}
         was_training = self.training
         self.eval()
         try:
@@ -164,7 +171,7 @@ class Policy(nn.Module, abc.ABC):
                 chunks = self.absolute_chunk(chunks, batch)
         finally:
             self.train(was_training)
-        return chunks[: len(prepared)]
+        return chunks
 
     def absolute_chunk(self, chunk: Tensor, batch: Batch) -> Tensor:
         """Relative actions plus the state of the observations they were computed from (each one's newest frame).

@@ -24,7 +24,7 @@ from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ChunkRejected, ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import BlendMode, Chunk, ChunkExecutor, ExecutorConfig
 from lerobot_policy_node.core.observations import match_inputs
-from lerobot_policy_node.core.policies import CheckpointPolicy, ChunkPolicy
+from lerobot_policy_node.core.policies import ChunkPolicy
 from lerobot_policy_node.core.resolve import resolve_policy
 
 # The sim's contract, installed with lerobot_ros (share/lerobot_ros/config/contracts).
@@ -124,13 +124,6 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: float) -> None:
         for frame in frames:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())
-
-
-def _predict(policy: ChunkPolicy, observation: dict[str, Any]) -> np.ndarray:
-    """A chunk as the vector evaluation computes it (checkpoints batched: same floats whatever the batch)."""
-    if isinstance(policy, CheckpointPolicy):
-        return policy.predict_chunks([observation])[0]
-    return np.asarray(policy.predict_chunk(observation), dtype=np.float64)
 
 
 def _run_vector(
@@ -283,7 +276,7 @@ def run_evaluation(settings: EvalSettings, progress: Callable[[str], None]) -> d
                 left = 0 if plan is None else max(0, (plan.end_ns - now) // period_ns)
                 if plan is None or left <= settings.threshold * max(horizon, 1):
                     start = time.perf_counter()
-                    actions = _predict(policy, {**observation, "timestamp": now / NS})
+                    actions = np.asarray(policy.predict_chunk({**observation, "timestamp": now / NS}), dtype=np.float64)
                     inference_s.append(time.perf_counter() - start)
                     horizon = len(actions)
                     try:

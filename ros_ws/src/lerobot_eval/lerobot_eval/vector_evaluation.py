@@ -3,14 +3,14 @@
 The simulation runs as a gymnasium `AsyncVectorEnv` of `SimContractEnv` (the lockstep sim bridge and
 `RosRobotEnv` in one process each: same controller, same contract conversion), one spawned worker per env, each
 building its own MuJoCo model and renderer on its first reset. Every control step, the envs whose chunk is
-running out (the same `--threshold` rule as the serial evaluation) get a new chunk from one batched policy call;
+running out (the same `--threshold` rule as the serial evaluation) get a new chunk from one policy call;
 each env has its own `ChunkExecutor`, stamped on its own episode's step clock, so an episode's chunk execution
 is the serial one. Episodes are handed out from the seed list as envs finish; the next seed is given to an env
 before its episode ends, so it starts the next episode in the same step (`SimContractEnv.next_seed`).
 
 Per-seed outcomes equal the serial evaluation's: an episode depends only on its seed (the sim resets from the
 seed, the executor is new), and a checkpoint's chunk for an observation does not depend on which other
-observations share its batch (`CheckpointPolicy.predict_chunks`). A scripted policy gets one instance per env
+observations share its call (`CheckpointPolicy.predict_chunks`). A scripted policy gets one instance per env
 (it keeps per-episode state); a policy behind `grpc://` is refused (one server, one episode state).
 
 How many envs the machine holds and the vector env itself are `lerobot_ros.vector_env`'s (shared with the
@@ -39,7 +39,7 @@ from lerobot_ros.vector_env import make_vector_env as default_vector_env
 
 
 class BatchPolicy:
-    """One policy answering several envs: a checkpoint in one batch; other in-process policies (scripted ones keep
+    """One policy answering several envs: a checkpoint in one call; other in-process policies (scripted ones keep
     per-episode state) one copy per env."""
 
     def __init__(self, policy: ChunkPolicy, num_envs: int) -> None:

@@ -222,8 +222,9 @@ class CheckpointPolicy:
         return np.asarray(chunk.detach().to("cpu").numpy(), dtype=np.float64)
 
     def predict_chunks(self, observations: Sequence[Mapping[str, Any]]) -> list[npt.NDArray[np.float64]]:
-        """`predict_chunk` of each observation, computed as one batch (what evaluation with several envs runs): the
-        training policy's `predict_chunks`, where a chunk does not depend on the other observations of its batch."""
+        """`predict_chunk` of each observation (what evaluation with several envs and the `robots` mode run): the
+        training policy's `predict_chunks`; on the CPU each chunk is `predict_chunk`'s, bit for bit, whatever else
+        shares the call."""
         if not observations:
             return []
         with self._torch.inference_mode():
