@@ -11,8 +11,8 @@ gymnasium vector env (`lerobot_ros.vector_env.make_vector_env`: one spawned work
 handing the next seed to whichever env finishes. Both run the same LeRobot-style rollout per episode (the
 queue of `n_action_steps` actions and the `n_obs_steps` history of `Policy.select_action`, or ACT's temporal
 ensembling, kept per env) and compute chunks with `Policy.predict_chunks`, whose chunk for an observation does
-not depend on the other observations of its call (on the CPU): an episode depends only on its seed, so both give the same
-per-seed outcomes (a policy that samples noise, diffusion, draws it per call and so differs between runs).
+not depend on the other observations of its call (on the CPU): an episode depends only on its seed, so both give
+the same per-seed outcomes (a policy that samples noise, diffusion, draws it per call and so differs between runs).
 """
 
 from __future__ import annotations
