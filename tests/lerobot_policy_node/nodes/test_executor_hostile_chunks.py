@@ -190,6 +190,44 @@ def test_every_malformed_chunk_is_refused_with_a_counted_reason(tmp_path, proces
     probe.wait_executing(lambda v: int(v["chunks_accepted"]) >= 1)
 
 
+def test_a_chunk_computed_while_stopped_is_taken_on_enable(tmp_path, processes, ros_node):
+    """The evaluation through ROS stops an executor, resets the sim, waits for the policy's first chunk of the new
+    episode and enables the executor: that chunk had come while stopped and was refused, so the episode waited for
+    the next inference (with 4 busy loops, all of a 1 s episode: no chunk accepted at all). The newest chunk
+    computed after the stop is taken on enable; one computed before the stop is not."""
+    from std_srvs.srv import SetBool
+
+    from lerobot_ros.testing import call_service
+
+    def enable(on: bool) -> None:
+        reply = call_service(ros_node, SetBool, "/follower/action_executor/enable", SetBool.Request(data=on))
+        assert reply.success, reply.message
+
+    probe = ExecutorProbe(ros_node)
+    start_executor(processes, tmp_path)
+    probe.wait_values(lambda v: True)
+    before = probe.chunk(0.2, chunk_id=1)  # computed before the stop
+    enable(False)
+    probe.chunks.publish(before)
+    probe.wait_values(lambda v: v.get("rejected_disabled") == "1")
+    enable(True)
+    probe.chunks.publish(probe.chunk(0.3, sec=-5, chunk_id=2))  # a marker: refused, counted after the enable
+    values = probe.wait_values(lambda v: v.get("rejected_stamp") == "1")
+    assert values["chunks_accepted"] == "0", values  # the chunk from before the stop was not taken
+    enable(False)
+    probe.chunks.publish(probe.chunk(0.4, chunk_id=3))  # computed while stopped
+    probe.wait_values(lambda v: v.get("rejected_disabled") == "2")
+    enable(True)
+    probe.wait_values(lambda v: v["chunks_accepted"] == "1")  # no other chunk was sent
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:  # it runs: the velocity limit ramps to 0.4 within 0.2 s of its 1 s
+        with probe.lock:
+            if probe.commands and list(probe.commands[-1].position) == pytest.approx([0.4] * 6, abs=1e-6):
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the chunk taken on enable never commanded 0.4: {probe.commands[-1:]}")
+
+
 def test_a_chunk_of_a_million_is_clipped_and_rate_limited(tmp_path, processes, ros_node):
     """Issue 18 item 6: limits and a velocity limit are on by default: 1e6 rad becomes a bounded ramp."""
     from sensor_msgs.msg import JointState

@@ -10,8 +10,11 @@ Input: `chunk_topic` (default /policy/action_chunk). Output by `output`:
 The chunk callback only stores the newest chunk and wakes the tick thread, which takes it over, publishes
 and keeps the fixed-rate stream (absolute deadlines on the monotonic clock; targets are computed on the ROS
 clock, sim time included). `~/enable` (std_srvs/SetBool) is the software stop: false freezes the robot where
-it is (a hold is sent once, then nothing) and refuses chunks until true. Starvation, rejections, latency
-and tick jitter go to /diagnostics.
+it is (a hold is sent once, then nothing) and refuses chunks until true; on true, the newest chunk refused while
+stopped is taken (through the same checks) when it was computed from an observation after the stop: a supervisor
+that resets the robot, waits for the policy's first chunk of the new state and then enables (the evaluations
+through ROS) no longer loses that chunk and waits for the next inference (under load, all of a 1 s episode).
+Starvation, rejections, latency and tick jitter go to /diagnostics.
 
 The joints, position limits and velocity limit are required: from `robot_config` (config/robots/*.yaml,
 see `core.robot_limits`) or from `joint_names`, `joint_limits_lower/upper` and `max_velocity`; configure
@@ -146,6 +149,9 @@ class ExecutorNode(LifecycleNode):
         self._thread: threading.Thread | None = None
         self._executor: ChunkExecutor | None = None
         self._pending: ActionChunk | None = None
+        # The newest chunk refused while stopped whose observation came after the stop (taken on enable).
+        self._refused_while_stopped: ActionChunk | None = None
+        self._stopped_at_ns = 0
         self._joint_names: tuple[str, ...] = ()
         self._limits: RobotLimits | None = None
         self._measured: dict[str, float] = {}
@@ -346,12 +352,19 @@ class ExecutorNode(LifecycleNode):
                 # Restart from where the robot is now: it may have moved while stopped (teleop, a sim reset).
                 measured = [self._measured.get(j) for j in self._joint_names]
                 executor.enable(None if None in measured else measured, now)
+                if self._pending is None:
+                    self._pending = self._refused_while_stopped
+                self._refused_while_stopped = None
                 held = None
             else:
                 held = executor.hold(now)
                 self._pending = None
+                self._refused_while_stopped = None
+                self._stopped_at_ns = now
         if held is not None:
             self._publish_hold(held, now)
+        if request.data:
+            self._wake.set()  # the tick thread takes a chunk refused while stopped
         response.success = True
         response.message = "enabled" if request.data else "stopped: holding, chunks refused until enabled"
         self.get_logger().info(response.message)
@@ -378,6 +391,9 @@ class ExecutorNode(LifecycleNode):
                 )
             except ChunkRejected as err:
                 self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
+                stamp_ns = int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec)
+                if err.reason == "disabled" and stamp_ns >= self._stopped_at_ns:
+                    self._refused_while_stopped = msg
                 return False
         return True
 
