@@ -377,21 +377,21 @@ class ExecutorNode(LifecycleNode):
             msg, self._pending = self._pending, None
             if msg is None or self._executor is None:
                 return False
+            # Not Time.from_msg: it raises on a negative stamp, which is the executor's to refuse.
+            stamp_ns = int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec)
             try:
                 self._seed_from_measured(now)
                 self._executor.accept(
                     list(msg.names),
                     np.asarray(msg.data, dtype=np.float64),
                     int(msg.horizon),
-                    # Not Time.from_msg: it raises on a negative stamp, which is the executor's to refuse.
-                    int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec),
+                    stamp_ns,
                     int(msg.period.sec) * NS + int(msg.period.nanosec),
                     int(msg.chunk_id),
                     now,
                 )
             except ChunkRejected as err:
                 self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
-                stamp_ns = int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec)
                 if err.reason == "disabled" and stamp_ns >= self._stopped_at_ns:
                     self._refused_while_stopped = msg
                 return False
