@@ -40,7 +40,6 @@ import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from gymnasium import spaces
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
@@ -48,6 +47,7 @@ from rclpy.time import Time
 from lerobot_contract import Contract, FeatureContract, MessageMismatchError, load_contract
 from lerobot_msgs.msg import StepOutcome
 from lerobot_msgs.srv import ResetEnv
+from lerobot_ros.executors import SingleThreadedExecutor
 from lerobot_ros.message_conversion import MessageTypeError, import_message_type
 from lerobot_sim_bridge import topics
 from lerobot_sim_bridge.errors import InvalidConfigError, SimBridgeError

@@ -63,3 +63,44 @@ def test_busy_workers_do_not_make_it_resubmit_handlers(context: Any) -> None:
         node.destroy_node()
     assert runs["slow"] >= 10 and runs["quick"] >= 10, f"callbacks did not run: {dict(runs)}"
     assert max(submissions.values()) == 1, f"handlers submitted again while queued: {max(submissions.values())}"
+
+
+def _destroy_in_the_window(node: Any, subscription: Any) -> None:
+    """Make the next wait set that includes `subscription`'s event handler request its destruction between the
+    executor marking the handler in use and adding it to the wait set: what another thread's
+    `destroy_subscription` does when it lands in that window (rclpy issues #1142, #1206). Seen under load: the
+    test probe's spin thread died with InvalidHandle and every later wait in that test timed out."""
+    for handler in subscription.event_handlers:
+
+        def add_after_destroy(wait_set: Any, add: Any = handler.add_to_wait_set) -> None:
+            node.destroy_subscription(subscription)  # the first handler's call destroys; later ones find it gone
+            add(wait_set)
+
+        handler.add_to_wait_set = add_after_destroy
+
+
+@pytest.mark.parametrize("kind", ["single", "pool"])
+def test_a_subscription_destroyed_while_the_wait_set_is_built_does_not_stop_the_spin(context: Any, kind: str) -> None:
+    import rclpy
+    from std_msgs.msg import String
+
+    from lerobot_ros.executors import SingleThreadedExecutor
+
+    node = rclpy.create_node("destroy_probe", context=context)
+    executor = SingleThreadedExecutor(context=context) if kind == "single" else ThreadPoolExecutor(2, context=context)
+    executor.add_node(node)
+    received: list[str] = []
+    publisher = node.create_publisher(String, "destroy_probe", 10)
+    node.create_subscription(String, "destroy_probe", lambda msg: received.append(msg.data), 10)
+    doomed = node.create_subscription(String, "doomed", lambda msg: None, 10)
+    _destroy_in_the_window(node, doomed)
+    deadline = time.monotonic() + 30.0
+    try:
+        while not received and time.monotonic() < deadline:
+            publisher.publish(String(data="still spinning"))
+            executor.spin_once(timeout_sec=0.1)  # raised InvalidHandle here, from rclpy's wait set
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+    assert received == ["still spinning"] or received[:1] == ["still spinning"]
+    assert doomed not in node.subscriptions

@@ -47,6 +47,8 @@ def _describe(action: ExecuteLocal, context: Any) -> dict[str, Any]:
             if os.path.basename(argument).startswith("launch_params_"):
                 with open(argument) as handle:
                     parameters.append({"generated": generated_params(yaml.safe_load(handle))})
+                # launch_ros writes it with delete=False for the process it would start; nothing starts here.
+                os.unlink(argument)
                 inline_files.append(argument)
             else:
                 parameters.append({"file": argument})

@@ -160,7 +160,6 @@ def run_ros_episodes(
 ) -> dict[str, Any]:
     """Run `settings.episodes` episodes on `num_envs` robots through the nodes (see the module docstring)."""
     import rclpy
-    import rclpy.executors
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseArray
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -172,6 +171,7 @@ def run_ros_episodes(
     from lerobot_msgs.msg import ActionChunk, PolicyStatus
     from lerobot_msgs.srv import ResetEnv
     from lerobot_ros.dds import apply_ros_environment
+    from lerobot_ros.executors import SingleThreadedExecutor
 
     if settings.env_id != "so101_pick_place":
         raise CommandError(f"--through-ros drives the SO-101 sim (so101_pick_place) only, not {settings.env_id}")
@@ -215,7 +215,7 @@ def run_ros_episodes(
         context = rclpy.Context()
         rclpy.init(context=context)
         node = rclpy.create_node("eval_supervisor", context=context)
-        spinner = rclpy.executors.SingleThreadedExecutor(context=context)
+        spinner = SingleThreadedExecutor(context=context)
         spinner.add_node(node)
         try:
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,

@@ -93,13 +93,13 @@ def _run(args: argparse.Namespace) -> int:
 
     import rclpy
     import rerun as rr
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
     from lerobot_recorder.nodes.viewer import Viewer
     from lerobot_recorder.view.entities import ViewLogger
     from lerobot_ros.command import stop_on_signals
     from lerobot_ros.dds import apply_ros_environment
+    from lerobot_ros.executors import SingleThreadedExecutor
 
     rec = rr.RecordingStream("lerobot_ros_view", send_properties=False)
     where = _open_sink(rec, args)

@@ -10,6 +10,13 @@ messages handled up to 1 s late). rclpy fixed this upstream (rclpy PRs #1469 and
 `ThreadPoolExecutor` submits each handler once: while its last submission still waits for (or runs on) a
 worker, the spinning thread sleeps a millisecond instead. Handlers whose coroutine is suspended (their
 submission has returned) are resubmitted as rclpy does.
+
+Both executors here (use them instead of rclpy's) also survive an entity destroyed by another thread while the
+spinning thread builds its wait set: rclpy marks each waitable in use, then adds it to the wait set, and a
+`destroy_subscription` (or publisher) landing between the two makes rclpy raise InvalidHandle out of `spin`
+(rclpy issues #1142, #1206; still open for Kilted). The spinning thread died that way under load: the test
+probe's (every later wait timed out), and a thread-pool node's whose worker destroys subscriptions on a
+lifecycle transition. Here the wait set is built again without the destroyed entity.
 """
 
 from __future__ import annotations
@@ -19,20 +26,42 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rclpy import executors as rclpy_executors
 from rclpy.context import Context
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import (
     ConditionReachedException,
     ExternalShutdownException,
-    MultiThreadedExecutor,
     ShutdownException,
     TimeoutException,
 )
+from rclpy.task import Task
 
 # How long the spinning thread steps aside when the handler it got is still queued for a worker.
 _QUEUED_WAIT_S = 0.001
+# Wait sets built again in a row when entities keep being destroyed under it; then rclpy's error is raised.
+_REBUILDS = 100
 
 
-class ThreadPoolExecutor(MultiThreadedExecutor):
+class _RebuildsAfterDestroy(rclpy_executors.Executor):
+    """`wait_for_ready_callbacks` that builds the wait set again when another thread destroyed one of its entities."""
+
+    def wait_for_ready_callbacks(self, *args: Any, **kwargs: Any) -> tuple[Task[None], Any, Any]:
+        for _ in range(_REBUILDS):
+            try:
+                return super().wait_for_ready_callbacks(*args, **kwargs)
+            except InvalidHandle:
+                # Destroyed between being marked in use and being added: rclpy's generator is spent, and the node
+                # no longer lists the entity, so the next call builds a wait set without it.
+                continue
+        return super().wait_for_ready_callbacks(*args, **kwargs)
+
+
+class SingleThreadedExecutor(_RebuildsAfterDestroy, rclpy_executors.SingleThreadedExecutor):
+    """rclpy's `SingleThreadedExecutor` that survives an entity destroyed by another thread (module docstring)."""
+
+
+class ThreadPoolExecutor(_RebuildsAfterDestroy, rclpy_executors.MultiThreadedExecutor):
     """`MultiThreadedExecutor` without the resubmission busy loop (see the module docstring); same API."""
 
     def __init__(self, num_threads: int | None = None, *, context: Context | None = None) -> None:

@@ -26,12 +26,13 @@ from types import FrameType
 from typing import TypeVar
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from lerobot_ros.dds import apply_ros_environment
+from lerobot_ros.executors import SingleThreadedExecutor
 from lerobot_ros.node_kit.parameters import ParameterError
 
 NodeT = TypeVar("NodeT", bound=Node)

@@ -475,7 +475,8 @@ def processes(request: pytest.FixtureRequest, ros_env: dict[str, str], tmp_path:
 @pytest.fixture
 def ros_node(ros_domain: int) -> Iterator[Node]:
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
+
+    from lerobot_ros.executors import SingleThreadedExecutor
 
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=ros_domain)

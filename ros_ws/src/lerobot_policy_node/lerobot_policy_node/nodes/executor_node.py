@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -57,6 +56,7 @@ from lerobot_policy_node.core.executor import (
     StarvationMode,
 )
 from lerobot_policy_node.core.robot_limits import RobotLimits, limits_from_parameters, load_robot_limits
+from lerobot_ros.executors import SingleThreadedExecutor
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
 from lerobot_ros.node_kit.lifecycle import configure_transition
 from lerobot_ros.node_kit.parameters import param

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import rclpy
 from rclpy.context import Context
 from rclpy.exceptions import InvalidTopicNameException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.expand_topic_name import expand_topic_name
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
@@ -23,6 +23,7 @@ from rclpy.validate_full_topic_name import validate_full_topic_name
 
 from lerobot_ros.command import CommandError
 from lerobot_ros.dds import apply_ros_environment
+from lerobot_ros.executors import SingleThreadedExecutor
 from lerobot_ros.introspection.names import cli_node_name, is_hidden_name
 from lerobot_ros.introspection.settle import GraphSettle
 from lerobot_ros.message_conversion import MessageTypeError, import_message_type, message_type_name
