@@ -157,7 +157,9 @@ def fake_arm(tmp_path, processes):
     """The follower's fake servo bus in a process of its own, as `fake_hardware:=true` runs it (stopped after the
     nodes: the group stops its newest processes first). Served by a thread of this test process, it answered the
     driver's set-up pings late while this process started the sixteen nodes under load (4 busy loops on 2 cores):
-    the driver's configure failed with "motor 'shoulder_pan' (id 1) does not answer; other ids answering: 1"."""
+    the driver's configure failed with "motor 'shoulder_pan' (id 1) does not answer; other ids answering: 1". It
+    failed so once more with the fake in its own process: the whole host delivered the pty's bytes late while the
+    nodes started, and the set-up now tells late replies from silence (lerobot_drivers README, "Late, not silent")."""
     cal_file = tmp_path / "so101_follower.json"
     bus = processes.start(
         [venv_script("fake_servo_bus"), "--robot", "so101_follower", "--calibration-out", str(cal_file)],

@@ -42,6 +42,8 @@ class Faults:
 
     `silent`: no servo answers (servo power lost, data line cut) while the port itself stays open.
     `reply_delay_s`: every reply goes out this late (a busy host, a slow USB adapter).
+    `delay_next_s`: the next replies go out these many seconds late, one per request answered, before `reply_delay_s`
+    applies again (a host busy for a while: a stack of nodes starting).
     `late_next`: per motor id, its next n replies each go out only when the following request has arrived (so
     late that the host gave up on it and sent its next request: the late reply then precedes that one's).
     """
@@ -53,6 +55,7 @@ class Faults:
     error_bits: dict[int, int] = field(default_factory=dict)
     silent: bool = False
     reply_delay_s: float = 0.0
+    delay_next_s: list[float] = field(default_factory=list)
     late_next: dict[int, int] = field(default_factory=dict)
     seed: int = 0
 
@@ -73,6 +76,9 @@ class Faults:
             self.corrupt_next -= 1
             return True
         return self.corrupt_rate > 0 and self._random.random() < self.corrupt_rate
+
+    def take_delay(self) -> float:
+        return self.delay_next_s.pop(0) if self.delay_next_s else self.reply_delay_s
 
     def take_late(self, motor_id: int) -> bool:
         if self.late_next.get(motor_id, 0) > 0:
@@ -383,8 +389,11 @@ class PtyServoBus:
             if self.emulate_wire_time:
                 n_bytes = len(data) + sum(len(r) for r in replies)
                 _sleep_precise(n_bytes * 10.0 / self.bus.baudrate)
-            if replies and self.bus.faults.reply_delay_s > 0:
-                time.sleep(self.bus.faults.reply_delay_s)
+            if replies:
+                with self.bus.lock:
+                    delay = self.bus.faults.take_delay()
+                if delay > 0:
+                    time.sleep(delay)
             if replies and not self._disconnect.is_set():
                 try:
                     os.write(self._master, b"".join(replies))

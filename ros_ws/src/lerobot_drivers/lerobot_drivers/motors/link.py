@@ -20,7 +20,7 @@ import termios
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import serial
@@ -55,6 +55,8 @@ class LinkStats:
     stale_replies: int = 0  # status packets that answered an earlier request (late), dropped
     resync_waits: int = 0  # requests sent only after waiting for an earlier request's late replies
     lost_replies: int = 0  # owed replies that did not come within that wait
+    late_replies: int = 0  # owed replies that did come, after their request had timed out (a busy host: not lost)
+    late_from: Counter[int] = field(default_factory=Counter)  # late_replies by motor id
 
 
 class PacketLink(Generic[P]):
@@ -131,6 +133,8 @@ class PacketLink(Generic[P]):
             shape = (status.motor_id, len(status.data))
             if self._owed[shape] > 0:
                 self._owed[shape] -= 1
+                self.stats.late_replies += 1
+                self.stats.late_from[status.motor_id] += 1
 
     def _settle(self, shapes: Sequence[Shape], wait_s: float) -> None:
         """Drop what the port holds; first wait for owed replies that this request's replies could be taken for."""

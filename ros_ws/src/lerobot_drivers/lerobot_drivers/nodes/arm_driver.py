@@ -599,6 +599,7 @@ class ArmDriver(LifecycleNode):
                 bus_retries=str(arm.bus.stats.retries),
                 bus_failures=str(arm.bus.stats.failures),
                 bus_stale_replies=str(arm.bus.stats.stale_replies),
+                bus_late_replies=str(arm.bus.stats.late_replies),
             )
         state = self._last_state
         if state is not None and arm is not None:
