@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from rclpy.action import ActionClient
 
 from lerobot_msgs.action import RecordEpisode
 from lerobot_msgs.msg import ActionChunk, PolicyStatus, RecorderStatus
+from lerobot_ros.executors import ActionClient
 from lerobot_ros.testing import wait_for_messages
 
 PEER = str(Path(__file__).with_name("msg_peer.py"))

@@ -104,3 +104,39 @@ def test_a_subscription_destroyed_while_the_wait_set_is_built_does_not_stop_the_
         node.destroy_node()
     assert received == ["still spinning"] or received[:1] == ["still spinning"]
     assert doomed not in node.subscriptions
+
+
+@pytest.mark.parametrize("kind", ["rclpy", "ours"])
+def test_an_action_client_made_while_the_node_spins_is_usable_by_the_executor_at_once(context: Any, kind: str) -> None:
+    """Seen under load (test_roundtrip's probe): "'ActionClient' object has no attribute '_lock'" out of the spin
+    thread. rclpy's ActionClient adds itself to the node's waitables before it makes the lock that
+    `get_num_entities` takes; an executor woken by that add (another thread spinning the node) asks it at once.
+    Here the node asks the waitable at the moment it is added, as that executor does. The rclpy case shows the
+    injection hits the bug (if a newer rclpy passes it, lerobot_ros.executors.ActionClient can go)."""
+    import rclpy
+    import rclpy.action
+
+    from lerobot_msgs.action import RecordEpisode
+    from lerobot_ros.executors import ActionClient
+
+    node = rclpy.create_node("action_client_probe", context=context)
+    add_waitable = node.add_waitable
+    asked: list[Any] = []
+
+    def add_and_ask(waitable: Any) -> None:
+        add_waitable(waitable)
+        asked.append(waitable.get_num_entities())  # what a spinning executor's wait-set build does next
+
+    node.add_waitable = add_and_ask  # type: ignore[method-assign]
+    client_class = rclpy.action.ActionClient if kind == "rclpy" else ActionClient
+    try:
+        if kind == "rclpy":
+            with pytest.raises(AttributeError, match="_lock"):
+                client_class(node, RecordEpisode, "/probe_action")
+        else:
+            client = client_class(node, RecordEpisode, "/probe_action")
+            assert asked and asked[0].num_clients == 3  # goal, cancel and result services
+            assert client._lock is client._lock and not client.server_is_ready()
+            client.destroy()
+    finally:
+        node.destroy_node()

@@ -158,9 +158,8 @@ def wait_future(future: Any, timeout: float, what: str) -> Any:
 
 
 def record_one_episode(node: Any, task: str, duration_s: float) -> tuple[Any, list[Any]]:
-    from rclpy.action import ActionClient
-
     from lerobot_msgs.action import RecordEpisode
+    from lerobot_ros.executors import ActionClient
 
     client = ActionClient(node, RecordEpisode, "/recorder/record_episode")
     assert client.wait_for_server(timeout_sec=30), "the record_episode action server did not appear"

@@ -17,16 +17,22 @@ spinning thread builds its wait set: rclpy marks each waitable in use, then adds
 (rclpy issues #1142, #1206; still open for Kilted). The spinning thread died that way under load: the test
 probe's (every later wait timed out), and a thread-pool node's whose worker destroys subscriptions on a
 lifecycle transition. Here the wait set is built again without the destroyed entity.
+
+`ActionClient` is rclpy's, safe to create while another thread spins its node: rclpy's adds itself to the node's
+waitables before it creates the lock its `get_num_entities` takes, and an executor woken in between died with
+"'ActionClient' object has no attribute '_lock'" (seen under load: the test probe's spin thread).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from rclpy import executors as rclpy_executors
+from rclpy.action import ActionClient as RclpyActionClient
 from rclpy.context import Context
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import (
@@ -86,3 +92,19 @@ class ThreadPoolExecutor(_RebuildsAfterDestroy, rclpy_executors.MultiThreadedExe
         for task in [t for t in self._submissions if t.done()]:
             del self._submissions[task]
             task.result()  # raise a callback's exception here, as rclpy's executors do
+
+
+class ActionClient(RclpyActionClient):  # type: ignore[misc]
+    """rclpy's `ActionClient` with its lock made before it is handed to the node (module docstring); same API."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._first_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    @property
+    def _lock(self) -> threading.Lock:
+        return self._first_lock
+
+    @_lock.setter
+    def _lock(self, _lock: threading.Lock) -> None:
+        """rclpy assigns its own lock after adding the client to the node; the first one stays (one lock, always)."""

@@ -24,12 +24,12 @@ class Operator:
 
     def __init__(self, node: Any, episodes: int, task: str, max_episode_s: float, seed: int) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.action import ActionClient
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Bool, String
         from std_srvs.srv import Trigger
 
         from lerobot_msgs.action import RecordEpisode
+        from lerobot_ros.executors import ActionClient
 
         self.node = node
         self.episodes = episodes
