@@ -14,9 +14,10 @@ submission has returned) are resubmitted as rclpy does.
 Both executors here (use them instead of rclpy's) also survive an entity destroyed by another thread while the
 spinning thread builds its wait set: rclpy marks each waitable in use, then adds it to the wait set, and a
 `destroy_subscription` (or publisher) landing between the two makes rclpy raise InvalidHandle out of `spin`
-(rclpy issues #1142, #1206; still open for Kilted). The spinning thread died that way under load: the test
-probe's (every later wait timed out), and a thread-pool node's whose worker destroys subscriptions on a
-lifecycle transition. Here the wait set is built again without the destroyed entity.
+(rclpy issues #1142, #1206; still open for Kilted). The test probe's spinning thread died that way under load
+(every later wait timed out); a thread-pool node whose worker destroys subscriptions on a lifecycle transition
+(the recorder, the policy node) is open to the same race. Here the wait set is built again without the
+destroyed entity.
 
 `ActionClient` is rclpy's, safe to create while another thread spins its node: rclpy's adds itself to the node's
 waitables before it creates the lock its `get_num_entities` takes, and an executor woken in between died with

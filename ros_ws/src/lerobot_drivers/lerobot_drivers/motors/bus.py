@@ -170,7 +170,7 @@ class MotorBus(abc.ABC):
         tries turn out to have come late rather than not at all (the link counts them when it drops them), for at
         most SETUP_LATE_WINDOW_S. Under load a present motor's answers were delivered 0.4-1 s after the request
         while a stack of sixteen nodes started; a silent motor gives no late replies and fails after 1 + retries."""
-        late_before = self.stats.late_replies
+        late_before = self.stats.late_replies if self._setting_up else 0  # not counted for the control loop
         deadline = time.monotonic() + SETUP_LATE_WINDOW_S
         attempt = 0
         while attempt <= retries or (
@@ -241,7 +241,9 @@ class MotorBus(abc.ABC):
         if not found:
             raise MotorSetupError(self._nothing_answers_message())
         missing = [motor.id for motor in self.motors.values() if motor.id not in found]
-        wrong = [m for m in self.motors.values() if m.id in found and found[m.id] != self.models[m.model].model_number]
+        wrong = [
+            m.id for m in self.motors.values() if m.id in found and found[m.id] != self.models[m.model].model_number
+        ]
         if not missing and not wrong:
             return
         answering = self.scan(i for i in range(1, 21) if i not in found)  # a diagnosis: who is there after all
@@ -256,7 +258,7 @@ class MotorBus(abc.ABC):
                 )
             elif motor.id in missing:
                 problems.append(f"motor {name!r} (id {motor.id}, {motor.model}) does not answer")
-            elif motor in wrong:
+            elif motor.id in wrong:
                 expected = self.models[motor.model].model_number
                 problems.append(
                     f"motor {name!r} at id {motor.id} reports model number {found[motor.id]}"

@@ -55,8 +55,12 @@ class LinkStats:
     stale_replies: int = 0  # status packets that answered an earlier request (late), dropped
     resync_waits: int = 0  # requests sent only after waiting for an earlier request's late replies
     lost_replies: int = 0  # owed replies that did not come within that wait
-    late_replies: int = 0  # owed replies that did come, after their request had timed out (a busy host: not lost)
-    late_from: Counter[int] = field(default_factory=Counter)  # late_replies by motor id
+    late_from: Counter[int] = field(default_factory=Counter)  # owed replies that did come late (not lost), by id
+
+    @property
+    def late_replies(self) -> int:
+        """Owed replies that did come, after their request had timed out (a busy host: not lost)."""
+        return sum(self.late_from.values())
 
 
 class PacketLink(Generic[P]):
@@ -133,7 +137,6 @@ class PacketLink(Generic[P]):
             shape = (status.motor_id, len(status.data))
             if self._owed[shape] > 0:
                 self._owed[shape] -= 1
-                self.stats.late_replies += 1
                 self.stats.late_from[status.motor_id] += 1
 
     def _settle(self, shapes: Sequence[Shape], wait_s: float) -> None:
