@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+from real_launch import OracleUnavailable, install_real_launch
 
 from lerobot_ros.launch.description import LaunchPlan
 from lerobot_ros.launch.packages import PACKAGES_INDEX, PackageIndex
@@ -64,3 +65,12 @@ def plan(index: PackageIndex, tmp_path: Path) -> Callable[..., LaunchPlan]:
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def oracle() -> Path:
+    """The install dir of the real launch/launch_ros (real_launch.py); the test skips without ../shared."""
+    try:
+        return install_real_launch()
+    except OracleUnavailable as err:
+        pytest.skip(str(err))

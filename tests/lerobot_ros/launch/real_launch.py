@@ -20,6 +20,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lerobot_ros.launch.description import LaunchPlan
+from lerobot_ros.launch.errors import LaunchError
+from lerobot_ros.launch.packages import PackageIndex, ament_prefixes
+from lerobot_ros.launch.parser import plan_launch
+from lerobot_ros.launch.resolved import resolve_to_json
+
 REPO = Path(__file__).resolve().parents[3]
 ORACLE_SOURCES = REPO.parent / "shared" / "oracles" / "ros2-launch"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lerobot_ros" / "real-launch"
@@ -77,8 +83,8 @@ def oracle_environment(install_dir: Path, base: Mapping[str, str]) -> dict[str, 
 
 def resolve_with_real_launch(
     install_dir: Path, launch_file: Path, arguments: Mapping[str, str], env: Mapping[str, str], cwd: Path
-) -> dict[str, Any]:
-    """The real launch_ros's resolution of `launch_file` (see real_launch_resolve.py)."""
+) -> tuple[dict[str, Any], str]:
+    """The real launch_ros's resolution of `launch_file` (see real_launch_resolve.py), and what it logged."""
     argv: Sequence[str] = [f"{k}:={v}" for k, v in arguments.items()]
     result = subprocess.run(
         [sys.executable, str(RESOLVER), str(launch_file), *argv],
@@ -92,7 +98,35 @@ def resolve_with_real_launch(
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"the resolver printed no result:\n{result.stdout}\n{result.stderr}")
-    return json.loads(lines[-1])  # type: ignore[no-any-return]
+    log = "\n".join(line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("{"))
+    return json.loads(lines[-1]), log
+
+
+def resolve_with_ours(
+    launch_file: Path, arguments: Mapping[str, str], env: Mapping[str, str], cwd: Path
+) -> dict[str, Any]:
+    """lerobot-ros launch's resolution of `launch_file`, in the oracle's JSON format (an error: `ok` false)."""
+    plan = plan_with_ours(launch_file, arguments, env, cwd)
+    return plan if isinstance(plan, dict) else resolve_to_json(plan, env)
+
+
+def plan_with_ours(
+    launch_file: Path, arguments: Mapping[str, str], env: Mapping[str, str], cwd: Path
+) -> LaunchPlan | dict[str, Any]:
+    """lerobot-ros launch's plan of `launch_file` with the ament index of `env`; `{"ok": False, ...}` if refused."""
+    index = PackageIndex(prefixes=ament_prefixes(env))
+    try:
+        return plan_launch(
+            launch_file,
+            dict(arguments),
+            package_share=index.package_share,
+            package_prefix=index.package_prefix,
+            find_executable=index.executable,
+            environ=env,
+            cwd=cwd,
+        )
+    except LaunchError as err:
+        return {"ok": False, "error": str(err)}
 
 
 def resolve_many_with_real_launch(

@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from real_launch import (
     REPO,
-    OracleUnavailable,
-    install_real_launch,
     oracle_environment,
     resolve_many_with_real_launch,
+    resolve_with_ours,
 )
-
-from lerobot_ros.launch.errors import LaunchError
-from lerobot_ros.launch.packages import PackageIndex, ament_prefixes
-from lerobot_ros.launch.parser import plan_launch
-from lerobot_ros.launch.resolved import resolve_to_json
 
 CORPUS = Path(__file__).with_name("corpus")
 LAUNCH = REPO / "launch"
@@ -162,14 +155,6 @@ CORPUS_CASES = [(path, _corpus_arguments(path)) for path in _corpus_cases()]
 
 
 @pytest.fixture(scope="module")
-def oracle() -> Path:
-    try:
-        return install_real_launch()
-    except OracleUnavailable as err:
-        pytest.skip(str(err))
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("resolve")
 
@@ -187,25 +172,6 @@ def real_results(oracle: Path, environment: dict[str, str], workdir: Path) -> di
     cases = [*REPOSITORY_CASES, *CORPUS_CASES]
     results = resolve_many_with_real_launch(oracle, [(f, a, workdir) for f, a in cases], environment)
     return {_case_id(case): result for case, result in zip(cases, results, strict=True)}
-
-
-def resolve_with_ours(
-    launch_file: Path, arguments: Mapping[str, str], env: Mapping[str, str], cwd: Path
-) -> dict[str, Any]:
-    index = PackageIndex(prefixes=ament_prefixes(env))
-    try:
-        plan = plan_launch(
-            launch_file,
-            dict(arguments),
-            package_share=index.package_share,
-            package_prefix=index.package_prefix,
-            find_executable=index.executable,
-            environ=env,
-            cwd=cwd,
-        )
-    except LaunchError as err:
-        return {"ok": False, "error": str(err)}
-    return resolve_to_json(plan, env)
 
 
 def _case_id(case: tuple[Path, dict[str, str]]) -> str:

@@ -191,6 +191,8 @@ def format_plan(plan: LaunchPlan, out: TextIO) -> None:
         out.write(f"# {key} = {plan.configurations[key]!r}\n")
     for process in plan.processes:
         out.write("\n" + "\n".join(_describe(process)) + "\n")
+    for warning in plan.warnings:
+        out.write(f"\nwarning: {warning}\n")
     for message in plan.messages:
         out.write(f"\nlog after {message.delay:g} s: {message.text}\n")
     if plan.shutdown is not None:
@@ -222,6 +224,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     except LaunchError as err:
         raise CommandError(str(err)) from None
+    for warning in plan.warnings:
+        print(f"[WARNING] [launch]: {warning}", file=sys.stderr)
     if args.print_plan:
         format_plan(plan, sys.stdout)
         return 0

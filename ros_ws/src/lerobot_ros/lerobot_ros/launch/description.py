@@ -141,6 +141,7 @@ class LaunchPlan:
     configurations: Mapping[str, str]
     messages: tuple[LogMessage, ...] = ()
     shutdown: ShutdownRequest | None = None
+    warnings: tuple[str, ...] = ()  # what ros2 launch also only warns about (a params file that is not a file)
 
 
 @dataclass(frozen=True)

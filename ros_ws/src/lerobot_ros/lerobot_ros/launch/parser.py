@@ -21,6 +21,12 @@ gives launch's static argument search (the required arguments of an include) and
 
 Relative paths (`include: file`, `param: from`) are resolved against the current directory like
 `ros2 launch` does; write `$(dirname)/...` or `$(find-pkg-share pkg)/...` for paths next to a file.
+A launch file's path is made absolute the way launch does it (`os.path.abspath`: `..` removed by name,
+symbolic links kept), so `$(dirname)` of an installed launch file that links into a source tree is its
+folder in share/, and `$(dirname)/../config` is the installed config.
+
+A `param: from` file that is not a file is skipped with a warning (`LaunchPlan.warnings`), as launch_ros
+does; with `allow_substs: true` it must exist (launch_ros reads it to substitute).
 """
 
 from __future__ import annotations
@@ -203,6 +209,7 @@ class Planner:
         self.processes: list[ProcessDescription] = []
         self.declarations: list[_Declaration] = []
         self.messages: list[LogMessage] = []
+        self.warnings: list[str] = []
         self.shutdown: ShutdownRequest | None = None
         self.include_stack: list[Path] = []
         self.deferred: list[_Deferred] = []
@@ -267,7 +274,7 @@ class Planner:
         return self._files[path]
 
     def run_file(self, path: Path, included_by: Location | None) -> None:
-        path = path.resolve()
+        path = absolute_path(path)
         if path in self.include_stack or len(self.include_stack) >= _MAX_INCLUDE_DEPTH:
             chain = " -> ".join(str(p) for p in [*self.include_stack, path])
             assert included_by is not None
@@ -504,7 +511,7 @@ class Planner:
         arguments = [
             (self.sub(a["name"], location, frame), self.sub(a["value"], location, frame)) for a in body.get("arg", ())
         ]
-        self.check_required_arguments(target.resolve(), [name for name, _ in arguments], location)
+        self.check_required_arguments(absolute_path(target), [name for name, _ in arguments], location)
         for name, value in arguments:
             self.configurations[name] = value
         self.run_file(target, location)
@@ -523,7 +530,7 @@ class Planner:
         target = self.resolve_path(text) if self.survey.defaults else Path(text)
         if not target.is_absolute() or target.suffix in OTHER_FORMATS:
             return
-        target = target.resolve()
+        target = absolute_path(target)
         if target in self.surveyed:
             return
         try:
@@ -600,6 +607,11 @@ class Planner:
     SURVEYED: ClassVar[frozenset[str]] = frozenset({"arg", "group", "timer", "for", "for_each", "include"})
 
 
+def absolute_path(path: Path) -> Path:
+    """`path` made absolute as launch makes a launch file's path (`os.path.abspath`): symbolic links are kept."""
+    return Path(os.path.abspath(path))
+
+
 def plan_launch(
     launch_file: Path,
     cli_arguments: Mapping[str, str],
@@ -623,7 +635,7 @@ def plan_launch(
         Path.cwd() if cwd is None else cwd,
         cli_arguments,
     )
-    launch_file = launch_file.resolve()
+    launch_file = absolute_path(launch_file)
     planner.check_required_arguments(launch_file, list(cli_arguments), None)
     planner.run_file(launch_file, None)
     planner.run_deferred()
@@ -643,6 +655,7 @@ def plan_launch(
         configurations={k: v for k, v in planner.configurations.items()},
         messages=tuple(planner.messages),
         shutdown=planner.shutdown,
+        warnings=tuple(planner.warnings),
     )
 
 
@@ -676,5 +689,5 @@ def declared_arguments(
         {},
         _Survey(defaults=True, includes=package_share is not None),
     )
-    declarations = planner.survey_file(launch_file.resolve())
+    declarations = planner.survey_file(absolute_path(launch_file))
     return [d.argument for d in declarations if not d.given or d.argument.name not in d.given[-1]]

@@ -213,7 +213,9 @@ def _parameters(
     for index, entry in enumerate(entries):
         entry_location = Location(frame.path, entries.item_lines[index], "node param")
         if "from" in entry:
-            sources.append(_parameter_file(planner, entry, entry_location, frame))
+            params_file = _parameter_file(planner, entry, entry_location, frame)
+            if params_file is not None:
+                sources.append(params_file)
         else:
             sources.append(
                 InlineParameters(flatten_parameters(_parameter_tree(planner, [entry], entry_location, frame)))
@@ -242,11 +244,22 @@ def _parameter_tree(planner: Planner, entries: Sequence[MarkedMap], location: Lo
     return tree
 
 
-def _parameter_file(planner: Planner, entry: MarkedMap, location: Location, frame: Frame) -> ParameterFile:
+def _parameter_file(planner: Planner, entry: MarkedMap, location: Location, frame: Frame) -> ParameterFile | None:
+    """The params file of a `from` entry; None (with a warning) where it is not a file and is passed as given.
+
+    launch_ros passes such a file on only when it is a file, and otherwise warns and starts the node
+    without it; with `allow_substs` it reads the file first, so a missing one stops the launch.
+    """
     file_path = planner.resolve_path(planner.sub(entry["from"], location, frame))
     allow_substs = (
         planner.typed_bool(entry["allow_substs"], location, frame, "allow_substs") if "allow_substs" in entry else False
     )
+    if not allow_substs and not file_path.is_file():
+        planner.warnings.append(
+            f"{location}: Parameter file path is not a file: {file_path}; the node starts without it "
+            "(as with ros2 launch): fix the path (try $(find-pkg-share PKG)/config/...)"
+        )
+        return None
     try:
         text = file_path.read_text()
     except FileNotFoundError:
