@@ -48,7 +48,7 @@ def reliability_results() -> Any:
 
 
 def table(rows: list[Counts]) -> str:
-    head = ["target", "tried", "ok", "clear error", "crash", "hang", "data lost"]
+    head = ["target", "tried", "ok", "accepted with changed data", "clear error", "crash", "hang", "data lost"]
     body = [[c.target, str(c.tried), *(str(c.counts[o]) for o in OUTCOMES)] for c in rows]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"]

@@ -2,7 +2,10 @@
 
 Every input ends in exactly one outcome:
 
-* ``ok``: accepted, and what came out is sound;
+* ``ok``: accepted, and what came out equals what the unmutated input gives (or the target has no reference);
+* ``changed``: accepted, and what came out differs from the unmutated input's result in a way the target can name
+  (``AcceptedChanged`` with a short kind, e.g. "a value's bytes changed: CDR carries no checksum"); the kinds are
+  counted separately so that each one can be explained as intended or fixed;
 * ``clear_error``: refused with one of the target's typed project errors, whose message is one non-empty line;
 * ``crash``: any other exception (or a typed error whose message is empty or spans several lines);
 * ``hang``: the input did not finish within the per-input budget (the worker is killed and restarted, the next
@@ -28,13 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-OUTCOMES = ("ok", "clear_error", "crash", "hang", "data_lost")
+OUTCOMES = ("ok", "changed", "clear_error", "crash", "hang", "data_lost")
 BAD_OUTCOMES = ("crash", "hang", "data_lost")
 MAX_FINDINGS = 20
 
 
 class DataLost(Exception):
     """Raised by a target when an accepted input produced wrong output that nobody was told about."""
+
+
+class AcceptedChanged(Exception):
+    """Raised by a target when an input was accepted and its output differs from the reference; the message is the
+    kind of change (short, stable: it is a row of the table of explained changes)."""
 
 
 class Target(Protocol):
@@ -49,7 +57,8 @@ class Target(Protocol):
     def run(self, seed: int, index: int) -> str | None:
         """Generate input `index` from `seed`, feed it, check the result; returns a short description of it.
 
-        Raises one of `clear_errors` when the input is refused, `DataLost` when it is accepted wrongly.
+        Raises one of `clear_errors` when the input is refused, `DataLost` when it is accepted wrongly,
+        `AcceptedChanged` when it is accepted with output that differs from the unmutated input's.
         """
 
 
@@ -74,11 +83,14 @@ class Counts:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     findings: list[Finding] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
+    changed_kinds: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, outcome: str, finding: Finding | None = None) -> None:
+    def add(self, outcome: str, finding: Finding | None = None, *, kind: str = "") -> None:
         self.tried += 1
         self.counts[outcome] += 1
+        if outcome == "changed":
+            self.changed_kinds[kind] = self.changed_kinds.get(kind, 0) + 1
         # Up to MAX_FINDINGS of each bad outcome: one kind found often must not hide where a rarer one happened
         # (seed 2 of recorder_messages: 44 data-lost inputs filled the list and the one hang's index was lost).
         if finding is not None and sum(f.outcome == outcome for f in self.findings) < MAX_FINDINGS:
@@ -94,6 +106,7 @@ class Counts:
             "tried": self.tried,
             **self.counts,
             "extra": dict(self.extra),
+            "changed_kinds": dict(sorted(self.changed_kinds.items())),
             "seconds": round(self.seconds, 1),
             "findings": [dataclasses.asdict(f) for f in self.findings],
         }
@@ -123,6 +136,8 @@ def classify(target: Target, seed: int, index: int) -> tuple[str, str, str]:
         described = target.run(seed, index) or ""
     except DataLost as err:
         return "data_lost", described, str(err)
+    except AcceptedChanged as err:
+        return "changed", described, str(err)
     except target.clear_errors as err:
         text = str(err)
         if not text.strip() or "\n" in text.strip():
@@ -194,7 +209,7 @@ def run_target(
                 assert index == pending[0], (index, pending[0])
                 pending.pop(0)
                 finding = Finding(name, outcome, seed, index, described, detail) if outcome in BAD_OUTCOMES else None
-                counts.add(outcome, finding)
+                counts.add(outcome, finding, kind=detail if outcome == "changed" else "")
                 for key, value in (extra or {}).items():
                     counts.extra[key] = counts.extra.get(key, 0) + int(value)
                 if progress is not None and counts.tried % 1000 == 0:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from fuzz_harness import DataLost
+from fuzz_harness import AcceptedChanged, DataLost
 
 from lerobot_contract.time import NS
 
@@ -254,6 +254,24 @@ def mutate_db3(src: Path, dst: Path, rng: np.random.Generator) -> str:
     return "; ".join(done)
 
 
+CHANGED_KINDS = {
+    "refused": "damaged messages refused and counted in the warnings; their frames hold the previous sample",
+    "metadata.yaml says": "fewer messages in the storage than metadata.yaml lists (rows or records lost), warned",
+    "disagree": "metadata.yaml disagrees with the storage, which is read directly, warned",
+}
+SILENT_CHANGE = "a payload value's bytes changed where no checksum covers them (CDR has none; no chunk CRC)"
+
+
+def changed_kind(warnings: list[str]) -> str:
+    """Why a mutated bag's frames differ from the reference's, from what the conversion warned about."""
+    for needle, kind in CHANGED_KINDS.items():
+        if any(needle in w for w in warnings):
+            return kind
+    if warnings:
+        return "other change, warned: " + warnings[0].split(":")[0]
+    return SILENT_CHANGE
+
+
 class _BagBase:
     """Base bags and their reference conversion."""
 
@@ -320,10 +338,12 @@ class _BagBase:
         reference = self.reference[storage]
         if len(frames) < len(reference) and not warnings:
             raise DataLost(f"{len(frames)} frames instead of {len(reference)}, without a warning")
-        changed = len(frames) != len(reference) or any(
-            not np.array_equal(a[k], b[k]) for a, b in zip(frames, reference, strict=False) for k in a
+        changed_keys = sorted(
+            {k for a, b in zip(frames, reference, strict=False) for k in a if not np.array_equal(a[k], b[k])}
         )
-        self.last_extra = {"accepted_changed_data": int(changed), "accepted_with_warnings": int(bool(warnings))}
+        self.last_extra = {"accepted_with_warnings": int(bool(warnings))}
+        if len(frames) != len(reference) or changed_keys:
+            raise AcceptedChanged(changed_kind(warnings))
 
 
 class BagStorage(_BagBase):
