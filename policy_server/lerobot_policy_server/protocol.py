@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ DEFAULT_PORT = 50051
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 MAX_DIMS = 8
+MAX_JSON_DEPTH = 32  # a request header nests 3 deep, an Info reply's contract a few more
 DTYPES = ("uint8", "int32", "int64", "float16", "float32", "float64", "bool")
 _PREFIX = struct.Struct("<4sHHI")
 
@@ -162,12 +164,27 @@ def _tensor(entry: Any, payload: memoryview) -> tuple[str, npt.NDArray[Any]]:
         raise ProtocolError(f"tensor {name!r}: offset/nbytes must be non-negative integers")
     assert isinstance(offset, int) and isinstance(nbytes, int)
     np_dtype = np.dtype(dtype).newbyteorder("<")
+    if math.prod(n for n in shape if n) > MAX_MESSAGE_BYTES:  # numpy cannot even describe such a shape, empty or not
+        raise ProtocolError(f"tensor {name!r}: dimensions {tuple(shape)} exceed any frame of {MAX_MESSAGE_BYTES} bytes")
     if math.prod(shape) * np_dtype.itemsize != nbytes:
         raise ProtocolError(f"tensor {name!r}: {nbytes} bytes do not hold {dtype} {tuple(shape)}")
     if offset + nbytes > len(payload):
         raise ProtocolError(f"tensor {name!r}: bytes {offset}..{offset + nbytes} lie beyond the payload")
     array = np.frombuffer(payload[offset : offset + nbytes], dtype=np_dtype).reshape(shape)
     return name, array.astype(np.dtype(dtype), copy=False)
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def json_depth(text: bytes) -> int:
+    """How deep arrays and objects nest in JSON `text` (brackets inside strings do not count), without parsing it:
+    json.loads recurses once per level and a deep enough header would exhaust the interpreter's stack."""
+    if text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # cannot nest deeper than the limit
+    codes = np.frombuffer(_JSON_STRING.sub(b'""', text), dtype=np.uint8)
+    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int64) - np.isin(codes, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))
 
 
 def _unframe(data: bytes, expected: Kind) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
@@ -187,8 +204,12 @@ def _unframe(data: bytes, expected: Kind) -> tuple[dict[str, Any], dict[str, npt
     if header_len > MAX_HEADER_BYTES or _PREFIX.size + header_len > len(data):
         raise ProtocolError(f"header length {header_len} does not fit the {len(data)}-byte frame")
     view = memoryview(data)
+    text = bytes(view[_PREFIX.size : _PREFIX.size + header_len])
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(f"header nested deeper than {MAX_JSON_DEPTH} levels ({depth})")
     try:
-        header = json.loads(bytes(view[_PREFIX.size : _PREFIX.size + header_len]).decode("utf-8"))
+        header = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ProtocolError(f"header is not UTF-8 JSON: {err}") from None
     if not isinstance(header, dict) or not isinstance(header.get("tensors"), list):
