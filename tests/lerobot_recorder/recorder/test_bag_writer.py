@@ -62,3 +62,24 @@ def test_split_by_size_and_duration(tmp_path: Path) -> None:
     assert single.close().bags == [tmp_path / "one"]
     with pytest.raises(RecorderError, match="exists"):
         SplittingBagWriter(tmp_path / "one", store)
+
+
+@pytest.mark.parametrize(("environ", "distro"), [({}, "kilted"), ({"ROS_DISTRO": "jazzy"}, "jazzy")])
+def test_a_recorded_bag_names_the_ros_distro_of_its_writer(tmp_path: Path, monkeypatch, environ, distro) -> None:
+    """rosbag2 writes its ROS_DISTRO in metadata.yaml and in the mcap's copy; rosbags alone writes 'rosbags'."""
+    monkeypatch.delenv("ROS_DISTRO", raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    store = get_typestore(Stores.ROS2_KILTED)
+    writer = SplittingBagWriter(tmp_path / "bag", store)
+    writer.add_topic("/t", "std_msgs/msg/String")
+    writer.write(
+        "/t", 1, bytes(store.serialize_cdr(store.types["std_msgs/msg/String"](data="x"), "std_msgs/msg/String"))
+    )
+    (bag,) = writer.close().bags
+    with Reader(bag) as reader:
+        assert reader.ros_distro == distro
+    metadata = (bag / "metadata.yaml").read_text()
+    assert f"\n  ros_distro: {distro}\n" in metadata and "rosbags" not in metadata
+    (mcap,) = bag.glob("*.mcap")
+    assert f"ros_distro: {distro}".encode() in mcap.read_bytes() and b"ros_distro: rosbags" not in mcap.read_bytes()

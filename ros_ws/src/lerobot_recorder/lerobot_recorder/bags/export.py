@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
+from rosbags.rosbag2 import StoragePlugin, WriterError
 from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract import Contract, FeatureContract
 from lerobot_contract.images import COMPRESSED_IMAGE_TYPE, IMAGE_TYPE, encode_image
 from lerobot_contract.time import NS
 from lerobot_recorder.bags.errors import BagError
+from lerobot_recorder.bags.writer import Rosbag2Writer
 
 MARKER_TOPIC = "/lerobot/episode"
 EPISODE_GAP_S = 2.0
@@ -133,7 +134,7 @@ def dataset_to_bag(
             raise BagError(f"episode(s) {bad} do not exist; {root} has {reader.num_episodes}")
         messages = 0
         start_ns = round((time.time() if start_s is None else start_s) * NS)
-        writer = Writer(output, version=9, storage_plugin=StoragePlugin.MCAP)
+        writer = Rosbag2Writer(output, version=9, storage_plugin=StoragePlugin.MCAP)
         try:
             with writer:
                 conns = {f.topic: writer.add_connection(f.topic, f.msgtype, typestore=ts) for f in factories}

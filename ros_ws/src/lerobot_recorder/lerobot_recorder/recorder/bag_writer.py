@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
+from rosbags.rosbag2 import StoragePlugin, WriterError
 from rosbags.typesys.store import Typestore
 
+from lerobot_recorder.bags.writer import Rosbag2Writer
 from lerobot_recorder.recorder.errors import RecorderError, TopicSelectionError
 
 # Topics `--all` leaves out unless named: the graph's own chatter.
@@ -79,7 +80,7 @@ class SplittingBagWriter:
         self.stats = BagStats()
         self._types: dict[str, str] = {}
         self._qos: dict[str, tuple[Any, ...]] = {}
-        self._writer: Writer | None = None
+        self._writer: Rosbag2Writer | None = None
         self._connections: dict[str, object] = {}
         self._bag_bytes = 0
         self._bag_start: int | None = None
@@ -98,7 +99,7 @@ class SplittingBagWriter:
     def _open(self) -> None:
         path = self.output / f"{self.output.name}_{len(self.stats.bags)}" if self.split else self.output
         try:
-            writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+            writer = Rosbag2Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
             writer.open()
         except WriterError as err:
             raise RecorderError(f"cannot write the bag {path}: {err}") from None
