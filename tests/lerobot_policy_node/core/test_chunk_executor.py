@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -348,3 +349,72 @@ def test_config_validation_names_the_field():
         ExecutorConfig(joint_names=JOINTS, crossfade_s=0.0)
     with pytest.raises(ValueError):
         ExecutorConfig(joint_names=JOINTS, blend="spline")
+
+
+def traced_lines(call) -> int:
+    """Python lines `call()` executes (numpy's Python wrappers included): a per-step loop shows up here."""
+    lines = 0
+
+    def tracer(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        call()
+    finally:
+        sys.settrace(previous)
+    return lines
+
+
+@pytest.mark.parametrize("blend", list(BlendMode))
+def test_the_tick_and_the_handover_do_the_same_work_for_10_and_100000_steps(blend):
+    """Taking a chunk over is split so that a tick thread never does O(horizon) work: `handover` and `install`
+    (under the caller's lock) and `target` (every tick) run the same Python lines whatever the horizon; only
+    `prepare` (any thread, no lock) grows with it."""
+    work = {}
+    for horizon in (10, 100_000):
+        ex = executor(blend=blend, max_velocity=5.0, velocity_window_s=0.02, max_chunk_steps=200_000)
+        ex.reset([0.0, 0.0], 0)
+        ex.submit(ramp_chunk(0, horizon=horizon), 0)  # a plan of `horizon` steps to blend with and replace
+        now = 2 * PERIOD
+        counts = {"handover": traced_lines(lambda ex=ex, now=now: ex.handover(now))}
+        handover = ex.handover(now)
+        prepared = ex.prepare(ramp_chunk(PERIOD, horizon=horizon, offset=0.5, chunk_id=1), handover)
+        counts["install"] = traced_lines(lambda ex=ex, p=prepared: ex.install(p))
+        assert ex.plan is prepared.plan
+        counts["target"] = traced_lines(lambda ex=ex, now=now: ex.target(now + PERIOD // 2))
+        counts["trajectory_start"] = traced_lines(lambda ex=ex, now=now: ex.trajectory_start(now + PERIOD))
+        work[horizon] = counts
+    assert work[10] == work[100_000]
+
+
+def test_a_plan_prepared_against_a_plan_that_is_gone_is_not_installed():
+    """A stop, a reset or a clock jump between `handover` and `install`: the prepared plan blended from a plan
+    that is no longer executed, so `install` declines it (the caller prepares it again) or refuses it (stopped)."""
+    ex = executor()
+    ex.submit(ramp_chunk(0), 0)
+    prepared = ex.prepare(ramp_chunk(PERIOD, chunk_id=1), ex.handover(PERIOD))
+    ex.reset([0.3, -0.3], 2 * PERIOD)
+    assert ex.install(prepared) is False and ex.stats.chunks_accepted == 1
+    prepared = ex.prepare(ramp_chunk(2 * PERIOD, chunk_id=2), ex.handover(2 * PERIOD))
+    ex.hold(3 * PERIOD)
+    with pytest.raises(ChunkRejected) as info:
+        ex.install(prepared)
+    assert info.value.reason == "disabled" and ex.plan is None
+    ex.enable()
+    ex.submit(ramp_chunk(4 * PERIOD, chunk_id=3), 4 * PERIOD)
+    assert ex.stats.chunks_accepted == 2
+
+
+def test_vectorised_blends_match_the_plan_lookups():
+    """`values_at` / `counts_at` (the blends' vectorised lookups) agree with `value_at` / `count_at`."""
+    ex = executor(blend=BlendMode.ENSEMBLE)
+    ex.submit(ramp_chunk(0), 0)
+    ex.submit(ramp_chunk(3 * PERIOD, offset=0.2, chunk_id=1), 4 * PERIOD)
+    plan = ex.plan
+    probe = np.concatenate(([-PERIOD, 0], plan.times_ns, plan.times_ns + PERIOD // 3, [plan.end_ns + NS]))
+    assert np.array_equal(plan.values_at(probe), np.stack([plan.value_at(int(t)) for t in probe]))
+    assert np.array_equal(plan.counts_at(probe), [plan.count_at(int(t)) for t in probe])

@@ -12,7 +12,7 @@ from lerobot_policy_node.core.executor import MAX_PERIOD_NS, ChunkExecutor, Exec
 from lerobot_policy_node.core.robot_limits import limits_from_parameters, load_robot_limits
 
 JOINTS = ("a", "b")
-NOW = 100 * NS
+NOW = 4000 * NS  # past the one-hour-old stamp below
 PERIOD = NS // 10
 
 
@@ -39,6 +39,10 @@ def accept(ex: ChunkExecutor, *, names=JOINTS, data=None, horizon=5, stamp=NOW, 
         ("non_finite", {"data": np.array([0.1, np.nan] * 5)}),
         ("period", {"period": -PERIOD}),
         ("period", {"period": MAX_PERIOD_NS + 1}),
+        # An hour-old observation whose long horizon still reaches the present (400 steps x 10 s).
+        ("too_old", {"stamp": NOW - 3600 * NS, "horizon": 400, "period": 10 * NS}),
+        ("too_old", {"stamp": NOW - 2 * NS - 1, "horizon": 40}),
+        ("too_long", {"horizon": 1001}),
     ],
 )
 def test_a_malformed_chunk_is_refused_counted_and_changes_nothing(reason, fields):
@@ -133,3 +137,35 @@ def test_the_fake_hardware_robot_config_points_at_the_fake_buses_calibration():
         assert "/tmp/lerobot_ros_fake/follower_so101_follower.json" in str(err)
     else:
         assert limits.joint_names[0] == "shoulder_pan" and limits.max_velocity == 3.0
+
+
+def test_age_and_length_limits_name_the_value_and_the_parameter():
+    ex = ChunkExecutor(ExecutorConfig(JOINTS, max_chunk_age_s=0.5, max_chunk_steps=10))
+    with pytest.raises(ChunkRejected, match=r"observation 0\.600 s old, older than max_chunk_age = 0\.5 s") as info:
+        accept(ex, stamp=NOW - 600_000_000, horizon=10)
+    assert info.value.reason == "too_old"
+    with pytest.raises(ChunkRejected, match="has 11 steps, more than max_chunk_steps = 10") as info:
+        accept(ex, horizon=11)
+    assert info.value.reason == "too_long"
+    accept(ex, stamp=NOW - 500_000_000, horizon=10)  # at the limits: taken
+    assert ex.stats.chunks_rejected == {"too_old": 1, "too_long": 1} and ex.stats.chunks_accepted == 1
+
+
+def test_a_too_long_chunk_is_refused_before_its_data_is_read():
+    class Unreadable(list):
+        def __iter__(self):
+            raise AssertionError("the data of a refused chunk was read")
+
+        def __array__(self, *args, **kwargs):
+            raise AssertionError("the data of a refused chunk was converted")
+
+    ex = executor()
+    with pytest.raises(ChunkRejected) as info:
+        ex.accept(list(JOINTS), Unreadable(), 100_000, NOW, PERIOD, 3, NOW)
+    assert info.value.reason == "too_long"
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_chunk_age_s", 0.0), ("max_chunk_steps", 0)])
+def test_limits_must_be_positive(field, value):
+    with pytest.raises(PolicyConfigError, match=field):
+        ExecutorConfig(JOINTS, **{field: value})
