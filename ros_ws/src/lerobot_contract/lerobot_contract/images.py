@@ -24,14 +24,17 @@ __all__ = [
     "decode_color",
     "decode_depth",
     "encode_image",
+    "image_problem",
 ]
 
 UInt8Image = npt.NDArray[np.uint8]
 FloatImage = npt.NDArray[np.float32]
 
 
-def decode_color(msg: Any, msgtype: str) -> UInt8Image:
-    """An 8-bit colour or mono image message (or a compressed one) as an (H, W, 3) RGB uint8 array."""
+def decode_color(msg: Any, msgtype: str, max_pixels: int | None = None) -> UInt8Image:
+    """An 8-bit colour or mono image message (or a compressed one) as an (H, W, 3) RGB uint8 array.
+
+    `max_pixels`: a compressed image whose header declares more pixels is refused without being decoded."""
     encoding = "" if msgtype == COMPRESSED_IMAGE_TYPE else str(msg.encoding)
     if encoding in DEPTH_ENCODINGS:
         raise MessageMismatchError(
@@ -45,11 +48,41 @@ def decode_color(msg: Any, msgtype: str) -> UInt8Image:
         )
     try:
         rgb: UInt8Image = (
-            images.decode_compressed(msg) if msgtype == COMPRESSED_IMAGE_TYPE else images.image_to_rgb(msg)
+            images.decode_compressed(msg, max_pixels) if msgtype == COMPRESSED_IMAGE_TYPE else images.image_to_rgb(msg)
         )
     except images.ImageConversionError as err:
         raise MessageMismatchError(str(err)) from None
     return rgb
+
+
+def image_problem(msg: Any, msgtype: str, shape: tuple[int, ...], depth: bool) -> str | None:
+    """Why an image message cannot give a picture of `shape` ((H, W, 3) colour, (H, W) depth), found without
+    decoding it (None when it can be decoded): an encoding the feature does not take, another size (a
+    compressed image's size is read from its PNG/JPEG header, so a small file declaring a huge image is refused
+    before any decoding), an empty image, rows shorter than the encoding needs or data shorter than the rows."""
+    height, width = shape[0], shape[1]
+    declared = f"the contract declares shape {list(shape)}"
+    if msgtype == COMPRESSED_IMAGE_TYPE:
+        size = images.compressed_dimensions(msg)
+        if size is None:
+            return "compressed image is not a JPEG or PNG, or its header is damaged"
+        if size != (height, width):
+            return f"compressed image is {size[1]}x{size[0]}, {declared}"
+        return None
+    encoding = str(msg.encoding)
+    allowed = DEPTH_ENCODINGS if depth else COLOR_ENCODINGS
+    if encoding not in allowed:
+        return f"image encoding {encoding!r} is not one of {', '.join(allowed)}"
+    rows, cols, step = int(msg.height), int(msg.width), int(msg.step)
+    if (rows, cols) != (height, width):
+        return f"image is {cols}x{rows}, {declared}"
+    kind, channels = images.ENCODINGS[encoding]
+    row = cols * channels * np.dtype(kind).itemsize
+    if step < row:
+        return f"image step {step} is shorter than a row of {cols} {encoding} pixels ({row} bytes)"
+    if len(images.message_bytes(msg)) < step * rows:
+        return f"image data is shorter than {rows} rows of {step} bytes"
+    return None
 
 
 def decode_depth(msg: Any, msgtype: str, scale_m: float) -> FloatImage:

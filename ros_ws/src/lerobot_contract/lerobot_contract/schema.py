@@ -66,6 +66,32 @@ MIN_FPS, MAX_FPS = 1, 1000
 TOP_KEYS = {"robot_type", "fps", "stamp", "sync_tolerance_s", "units", "features", "description"}
 # Bookkeeping columns the dataset writer adds itself.
 RESERVED_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index", "task")
+# rmw's RMW_TOPIC_MAX_NAME_LENGTH (255 - 8: DDS adds the "rt" prefix and more to the 255 it allows).
+MAX_TOPIC_NAME_LENGTH = 255 - 8
+
+
+def topic_name_problem(name: str) -> str | None:
+    """What is wrong with `name` as a fully qualified ROS topic name (None when nothing), by rmw's rules
+    (`rmw_validate_full_topic_name`, what rclpy's `validate_full_topic_name` applies), checked in rmw's order:
+    absolute, no trailing '/', only ASCII letters, digits, '_' and '/', no '//', no token starting with a digit,
+    at most `MAX_TOPIC_NAME_LENGTH` characters. Pure: the contract needs no rclpy."""
+    if not name:
+        return "topic name must not be empty"
+    if name[0] != "/":
+        return "topic name must be absolute, it must lead with a '/'"
+    if name[-1] == "/":
+        return "topic name must not end with a '/'"
+    for index, char in enumerate(name):
+        if not (char.isascii() and (char.isalnum() or char in "_/")):
+            return f"topic name must not contain characters other than alphanumerics, '_', or '/' ({char!r} at {index})"
+    for index in range(1, len(name)):
+        if name[index - 1] == "/" and name[index] == "/":
+            return f"topic name must not contain repeated '/' (at {index})"
+        if name[index - 1] == "/" and name[index].isdigit():
+            return f"topic name must not have a token that starts with a number (at {index})"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name must not be longer than {MAX_TOPIC_NAME_LENGTH} characters (it has {len(name)})"
+    return None
 
 
 def normalize_type(msgtype: str) -> str:
@@ -119,8 +145,8 @@ class FeatureContract:
             raise ContractError(src, key, "feature keys must be non-empty and must not contain '/'")
         if self.key in RESERVED_KEYS:
             raise ContractError(src, key, f"{self.key!r} is a bookkeeping column the writer adds itself")
-        if not self.topic.startswith("/"):
-            raise ContractError(src, f"{key}.topic", f"must be an absolute topic name, got {self.topic!r}")
+        if (problem := topic_name_problem(self.topic)) is not None:
+            raise ContractError(src, f"{key}.topic", f"{problem}: {self.topic!r}; ROS refuses it")
         if self.type.count("/") != 2:
             raise ContractError(src, f"{key}.type", f"expected pkg/msg/Name, got {self.type!r}")
         if self.max_age_s is not None and not (self.max_age_s > 0 and math.isfinite(self.max_age_s)):
@@ -277,18 +303,25 @@ class FeatureContract:
         self._finite(out.astype(np.float64))
         return out
 
+    def image_problem(self, msg: Any) -> str | None:
+        """Why an image message of this feature cannot be used (None when it can), found without decoding it
+        (`lerobot_contract.images.image_problem`): the recorder and the bag converter drop such an image and count
+        the reason, as for any damaged message."""
+        return images.image_problem(msg, self.type, self.shape, self.dtype == "depth")
+
     def picture(self, msg: Any) -> npt.NDArray[Any]:
         """The feature value of an image message: (H, W, 3) uint8, or (H, W) float32 metres for depth.
 
         Non-finite depth pixels (REP 118: NaN = no return, +-inf = out of range) are stored as 0, the
         "no reading" value of 16UC1 depth, so a depth feature never puts NaN into the dataset or its stats.
+        A compressed image declaring more pixels than the contract's shape is refused before it is decoded.
         """
         if self.dtype == "depth":
             out: npt.NDArray[Any] = images.decode_depth(msg, self.type, self.depth_scale_m)
             if not np.isfinite(out).all():
                 out = np.where(np.isfinite(out), out, np.float32(0.0)).astype(np.float32)
         else:
-            out = images.decode_color(msg, self.type)
+            out = images.decode_color(msg, self.type, max_pixels=self.shape[0] * self.shape[1])
         if tuple(out.shape) != self.shape:
             raise MessageMismatchError(
                 f"{self.key}: {self.topic} carries {out.shape[1]}x{out.shape[0]} images but the contract declares "

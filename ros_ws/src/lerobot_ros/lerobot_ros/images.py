@@ -181,11 +181,67 @@ def encode_jpeg(rgb: UInt8Image, quality: int = 90) -> bytes:
     return bytes(buf)
 
 
-def decode_compressed(data: Any) -> UInt8Image:
-    """JPEG or PNG bytes (or an array / CompressedImage-like object with `data`) as an (H, W, 3) RGB array."""
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# JPEG start-of-frame markers (baseline, extended, progressive, lossless; Huffman and arithmetic): they carry the size.
+_JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+# Markers without a length field (TEM, RST0-7, SOI).
+_JPEG_STANDALONE = frozenset({0x01, 0xD0, 0xD1, 0xD2, 0xD3, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8})
+# Segments read before giving up on finding a JPEG's frame header (real files have fewer than 20 before it).
+_JPEG_MAX_SEGMENTS = 256
+
+
+def compressed_dimensions(data: Any) -> tuple[int, int] | None:
+    """(height, width) that a PNG (IHDR) or JPEG (start-of-frame segment) header declares, read without decoding;
+    None when `data` (bytes, or an object with `data`) starts like neither or its header is damaged."""
+    if isinstance(data, np.ndarray):
+        buf = data.tobytes()
+    else:
+        buf = message_bytes(data).tobytes() if hasattr(data, "data") else bytes(data)
+    if buf.startswith(_PNG_SIGNATURE):
+        if len(buf) < 24 or buf[12:16] != b"IHDR":
+            return None
+        width, height = int.from_bytes(buf[16:20], "big"), int.from_bytes(buf[20:24], "big")
+        return height, width
+    if not buf.startswith(b"\xff\xd8"):
+        return None
+    pos = 2
+    for _ in range(_JPEG_MAX_SEGMENTS):
+        while pos < len(buf) and buf[pos] == 0xFF:
+            pos += 1  # a marker, possibly preceded by fill bytes
+        if pos == 2 or pos >= len(buf) or buf[pos - 1] != 0xFF:
+            return None
+        marker = buf[pos]
+        pos += 1
+        if marker in _JPEG_STANDALONE:
+            continue
+        if marker in (0xD9, 0xDA) or pos + 2 > len(buf):
+            return None  # end of image or scan data before any frame header
+        length = int.from_bytes(buf[pos : pos + 2], "big")
+        if marker in _JPEG_SOF:
+            if length < 8 or pos + 7 > len(buf):
+                return None
+            return int.from_bytes(buf[pos + 3 : pos + 5], "big"), int.from_bytes(buf[pos + 5 : pos + 7], "big")
+        pos += length
+    return None
+
+
+def decode_compressed(data: Any, max_pixels: int | None = None) -> UInt8Image:
+    """JPEG or PNG bytes (or an array / CompressedImage-like object with `data`) as an (H, W, 3) RGB array.
+
+    `max_pixels`: an image whose header declares more pixels (or that has no readable JPEG/PNG header) is refused
+    before it is decoded (a small file can declare a huge image: decoding it takes seconds and gigabytes).
+    """
     import cv2
 
     buf = message_bytes(data) if hasattr(data, "data") else np.frombuffer(bytes(data), dtype=np.uint8)
+    if max_pixels is not None:
+        size = compressed_dimensions(buf)
+        if size is None:
+            raise ImageConversionError(f"compressed image ({buf.size} bytes) has no readable JPEG or PNG header")
+        if size[0] * size[1] > max_pixels:
+            raise ImageConversionError(
+                f"compressed image declares {size[1]}x{size[0]} pixels, more than the {max_pixels} allowed; not decoded"
+            )
     image = cv2.imdecode(buf, cv2.IMREAD_COLOR) if buf.size else None
     if image is None:
         fmt = getattr(data, "format", "")
