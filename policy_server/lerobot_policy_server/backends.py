@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,21 @@ def _inputs(features: Mapping[str, Any], visual_type: Any) -> tuple[FeatureSpec,
     return tuple(specs)
 
 
+def _check_optional_packages(policy_class: type) -> None:
+    """ImportError naming the package a LeRobot policy's module imported without.
+
+    Some of LeRobot's policy modules (pi0, pi05) import their heavy dependencies only when
+    `lerobot.utils.import_utils` found them (``_transformers_available`` and the like) and fail later, inside the
+    constructor, with an unrelated TypeError; SmolVLA's module imports transformers outright and raises
+    ImportError at once. This makes the first kind fail the same way as the second.
+    """
+    module = sys.modules.get(policy_class.__module__)
+    for name, value in sorted(vars(module).items() if module is not None else ()):
+        if name.startswith("_") and name.endswith("_available") and value is False:
+            package = name[1 : -len("_available")]
+            raise ImportError(f"No module named {package!r}")
+
+
 class LeRobotBackend:
     """A checkpoint run by LeRobot's own classes and processors (see the module docstring)."""
 
@@ -108,6 +124,7 @@ class LeRobotBackend:
         version = _version("lerobot")
         try:
             cls = get_policy_class(policy_type)
+            _check_optional_packages(cls)
         except (ValueError, NotImplementedError, ImportError) as err:
             raise LoadError(
                 f"policy type {policy_type!r} ({directory}) is not available in LeRobot {version} here: "

@@ -132,7 +132,12 @@ def task_seen_by_lerobots_preprocessor(tmp_path: Path, checkpoint: Path, observa
 
 @pytest.mark.parametrize(
     ("policy_type", "why"),
-    [("smolvla", "No module named 'transformers'"), ("mystery_vla", "Policy type 'mystery_vla' is not available")],
+    [
+        ("smolvla", "No module named 'transformers'"),
+        ("pi0", "No module named 'transformers'"),  # its module imports without transformers, its constructor fails
+        ("pi05", "No module named 'transformers'"),
+        ("mystery_vla", "Policy type 'mystery_vla' is not available"),
+    ],
 )
 def test_a_type_the_servers_lerobot_lacks_is_one_line_naming_it(tmp_path: Path, policy_type: str, why: str) -> None:
     (tmp_path / "ckpt").mkdir()
@@ -141,7 +146,8 @@ def test_a_type_the_servers_lerobot_lacks_is_one_line_naming_it(tmp_path: Path, 
         [str(REF_PYTHON), "-m", "lerobot_policy_server", str(tmp_path / "ckpt"), "--port", "0"],
         env=reference_env(tmp_path), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert result.returncode == 2
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"policy-server: error: policy type {policy_type!r}"), result.stderr
     assert "not available in LeRobot 0.4.4 here" in last and why in last
