@@ -3,17 +3,22 @@
 `grpc://host:port` addresses are parsed by `parse_address`. The channel reconnects by itself with a short
 capped backoff (`RECONNECT_OPTIONS`); calls never wait for a connection (fail fast with UNAVAILABLE), so the
 caller decides when to try again.
+
+Camera images ((H, W, 3) uint8 values) go raw, or as JPEG / PNG (`image_encoding`, `jpeg_quality`), which the
+server decodes; `predict_timed` also says how many bytes a request took and how long the round trip was.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import numpy.typing as npt
 
-from lerobot_policy_server import protocol
+from lerobot_policy_server import images, protocol
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, PredictRequest, ProtocolError
 from lerobot_policy_server.service import MESSAGE_OPTIONS, one_line
 
@@ -53,15 +58,38 @@ def parse_address(url: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-class PolicyClient:
-    """Info / Predict / Reset against one server; every call has its own timeout (seconds)."""
+@dataclass(frozen=True)
+class Transfer:
+    """What one Predict call cost: request and reply sizes, the time spent compressing the images, and the round
+    trip (send to reply, compression not included)."""
 
-    def __init__(self, url: str, timeout_s: float = 5.0) -> None:
+    request_bytes: int
+    reply_bytes: int
+    encode_s: float
+    round_trip_s: float
+
+
+class PolicyClient:
+    """Info / Predict / Reset against one server; every call has its own timeout (seconds).
+
+    `image_encoding` (raw, jpeg or png; `jpeg_quality` 1..100) is how Predict sends camera images.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 5.0,
+        image_encoding: str = protocol.RAW,
+        jpeg_quality: int = images.DEFAULT_JPEG_QUALITY,
+    ) -> None:
         host, port = parse_address(url)
         if not timeout_s > 0:
             raise ValueError(f"timeout must be > 0 s, got {timeout_s}")
+        images.check_encoding(image_encoding, jpeg_quality)
         self.url = url
         self.timeout_s = timeout_s
+        self.image_encoding = image_encoding
+        self.jpeg_quality = int(jpeg_quality)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._channel = grpc.insecure_channel(target, options=[*MESSAGE_OPTIONS, *connect_options(timeout_s)])
         self._calls = {name: self._channel.unary_unary(f"/{protocol.SERVICE}/{name}") for name in protocol.METHODS}
@@ -112,12 +140,27 @@ class PolicyClient:
         task: str = "",
         timeout_s: float | None = None,
     ) -> PredictReply:
-        frame = protocol.encode_predict_request(PredictRequest(int(stamp_ns), task, observation))
-        reply: PredictReply = self._decode(protocol.decode_predict_reply, self._call("Predict", frame, timeout_s))
+        return self.predict_timed(observation, stamp_ns, task, timeout_s)[0]
+
+    def predict_timed(
+        self,
+        observation: Mapping[str, npt.NDArray[Any]],
+        stamp_ns: int,
+        task: str = "",
+        timeout_s: float | None = None,
+    ) -> tuple[PredictReply, Transfer]:
+        """`predict`, and what the call cost on the wire (`Transfer`)."""
+        start = time.perf_counter()
+        arrays, encoded = images.compress_observation(observation, self.image_encoding, self.jpeg_quality)
+        frame = protocol.encode_predict_request(PredictRequest(int(stamp_ns), task, arrays, encoded))
+        sent = time.perf_counter()
+        data = self._call("Predict", frame, timeout_s)
+        transfer = Transfer(len(frame), len(data), sent - start, time.perf_counter() - sent)
+        reply: PredictReply = self._decode(protocol.decode_predict_reply, data)
         if reply.stamp_ns != int(stamp_ns) or reply.task != task:
             raise RemoteError(
                 ErrorCode.INTERNAL,
                 f"policy server {self.url} answered for stamp {reply.stamp_ns} / task {reply.task!r}, "
                 f"asked for {stamp_ns} / {task!r}",
             )
-        return reply
+        return reply, transfer

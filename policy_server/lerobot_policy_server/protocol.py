@@ -9,6 +9,11 @@ per array: ``{"name", "dtype", "shape", "offset", "nbytes"}`` locating its raw l
 payload. Only the dtypes in `DTYPES` are accepted; sizes, offsets and shapes are checked before a byte is
 read, so a malformed frame is a `ProtocolError` naming what is wrong, never code execution.
 
+A Predict request may carry camera images compressed (`EncodedImage`, JPEG or PNG): the header's ``"images"``
+object maps each such tensor's name to its encoding, and the tensor holds the compressed bytes (1-D uint8).
+Requests without it are the raw-tensor frames of before. The Info reply's ``"image_encodings"`` says which
+encodings the server decodes (absent: raw only); `images` encodes and decodes (bounded).
+
 The service (`SERVICE`) has three unary methods, each taking and returning one frame:
 ``Info`` (what the policy needs and returns), ``Predict`` (an observation -> a chunk) and ``Reset`` (start
 of an episode). Failures are gRPC status codes (`ErrorCode`) with a one-line message.
@@ -39,6 +44,11 @@ MAX_DIMS = 8
 MAX_JSON_DEPTH = 32  # a request header nests 3 deep, an Info reply's contract a few more
 DTYPES = ("uint8", "int32", "int64", "float16", "float32", "float64", "bool")
 _PREFIX = struct.Struct("<4sHHI")
+RAW = "raw"
+JPEG = "jpeg"
+PNG = "png"
+IMAGE_ENCODINGS = (RAW, JPEG, PNG)
+COMPRESSED = (JPEG, PNG)
 
 
 class Kind(enum.IntEnum):
@@ -104,15 +114,26 @@ class PolicyInfo:
     language: bool = False  # whether the policy reads the task text
     contract_yaml: str = ""  # the checkpoint's contract.yaml, when it has one
     versions: Mapping[str, str] = field(default_factory=dict)
+    image_encodings: tuple[str, ...] = (RAW,)  # how Predict requests may send camera images
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """One camera image as it travels compressed: `encoding` (one of COMPRESSED) and its bytes."""
+
+    encoding: str
+    data: bytes
 
 
 @dataclass(frozen=True)
 class PredictRequest:
-    """One observation: `stamp_ns` is its time on the robot's clock, echoed in the reply."""
+    """One observation: `stamp_ns` is its time on the robot's clock, echoed in the reply. `images` holds the
+    camera images sent compressed (by key; not also in `observation`)."""
 
     stamp_ns: int
     task: str
     observation: Mapping[str, npt.NDArray[Any]]
+    images: Mapping[str, EncodedImage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -270,6 +291,7 @@ def encode_info(info: PolicyInfo) -> bytes:
         "language": info.language,
         "contract_yaml": info.contract_yaml,
         "versions": dict(info.versions),
+        "image_encodings": list(info.image_encodings),
     }
     return _frame(Kind.INFO_REPLY, fields)
 
@@ -309,16 +331,40 @@ def decode_info(data: bytes) -> PolicyInfo:
         language=bool(_get(header, "language", bool)),
         contract_yaml=_get(header, "contract_yaml", str),
         versions=versions,
+        image_encodings=_names(header.get("image_encodings", [RAW]), "image_encodings"),
     )
 
 
 def encode_predict_request(request: PredictRequest) -> bytes:
-    return _frame(Kind.PREDICT_REQUEST, {"stamp_ns": int(request.stamp_ns), "task": request.task}, request.observation)
+    fields: dict[str, Any] = {"stamp_ns": int(request.stamp_ns), "task": request.task}
+    tensors = dict(request.observation)
+    if request.images:
+        fields["images"] = {}
+        for key, image in request.images.items():
+            if image.encoding not in COMPRESSED:
+                raise ProtocolError(f"image {key!r}: encoding {image.encoding!r} is not one of {', '.join(COMPRESSED)}")
+            if key in tensors:
+                raise ProtocolError(f"{key!r} is both an array and a compressed image; send it once")
+            fields["images"][key] = image.encoding
+            tensors[key] = np.frombuffer(image.data, dtype=np.uint8)
+    return _frame(Kind.PREDICT_REQUEST, fields, tensors)
 
 
 def decode_predict_request(data: bytes) -> PredictRequest:
     header, tensors = _unframe(data, Kind.PREDICT_REQUEST)
-    return PredictRequest(_get(header, "stamp_ns", int), _get(header, "task", str), tensors)
+    encodings = header.get("images", {})
+    if not isinstance(encodings, dict):
+        raise ProtocolError("field 'images' must map tensor names to encodings")
+    images = {}
+    for key, encoding in encodings.items():
+        if encoding not in COMPRESSED:
+            raise ProtocolError(f"image {key!r}: encoding {encoding!r} is not one of {', '.join(COMPRESSED)}")
+        value = tensors.pop(key, None)
+        if value is None or value.dtype != np.uint8 or value.ndim != 1:
+            shape = None if value is None else (value.dtype.name, value.shape)
+            raise ProtocolError(f"image {key!r}: needs a 1-D uint8 tensor of {encoding} bytes, got {shape}")
+        images[key] = EncodedImage(encoding, value.tobytes())
+    return PredictRequest(_get(header, "stamp_ns", int), _get(header, "task", str), tensors, images)
 
 
 def encode_predict_reply(reply: PredictReply) -> bytes:

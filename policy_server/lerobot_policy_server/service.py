@@ -3,10 +3,12 @@
 Each method decodes its request with `protocol`, so a malformed or wrong-version frame is answered with a
 typed status (INVALID_ARGUMENT / FAILED_PRECONDITION) and a one-line message instead of an exception trace.
 Inferences run one at a time (one model); Info and Reset never wait behind a running inference's bytes.
+Compressed camera images are decoded (bounded, `images`) before the inference lock is taken.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -18,7 +20,7 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from lerobot_policy_server import protocol
+from lerobot_policy_server import images, protocol
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
 
 # Channel options of both ends: frames carry camera images (a few MB), far above gRPC's 4 MB default.
@@ -54,7 +56,8 @@ class PolicyService:
 
     def __init__(self, policy: ServedPolicy) -> None:
         self.policy = policy
-        self._info_frame = protocol.encode_info(policy.info)
+        # Info says which image encodings this process decodes (JPEG / PNG need OpenCV).
+        self._info_frame = protocol.encode_info(dataclasses.replace(policy.info, image_encodings=images.decodable()))
         self._lock = threading.Lock()
         self.predictions = 0
 
@@ -82,13 +85,14 @@ class PolicyService:
     def predict(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             decoded = protocol.decode_predict_request(request)
-            protocol.check_observation(self.policy.info.inputs, decoded.observation)
+            observation = images.decode_images(self.policy.info.inputs, decoded.observation, decoded.images)
+            protocol.check_observation(self.policy.info.inputs, observation)
         except ProtocolError as err:
             self._abort(context, err.code, str(err))
         with self._lock:
             start = time.perf_counter()
             try:
-                actions = np.asarray(self.policy.predict(decoded.observation, decoded.task))
+                actions = np.asarray(self.policy.predict(observation, decoded.task))
             except ObservationError as err:
                 self._abort(context, ErrorCode.INVALID_ARGUMENT, str(err))
             except Exception as err:  # a failing model is reported to the caller; the server keeps serving

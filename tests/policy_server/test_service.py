@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def served():
 def test_info_predict_reset(served) -> None:
     policy, client = served()
     info = client.info()
-    assert info == policy.info
+    assert info == dataclasses.replace(policy.info, image_encodings=("raw", "jpeg", "png"))
     state = np.arange(6, dtype=np.float32)
     reply = client.predict({"observation.state": state}, stamp_ns=123, task="stack the cubes")
     assert reply.stamp_ns == 123 and reply.task == "stack the cubes"
