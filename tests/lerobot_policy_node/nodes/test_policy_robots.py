@@ -160,3 +160,39 @@ def test_a_robot_namespace_that_is_not_absolute_fails_configure_in_one_line(tmp_
         name="policy",
     )  # fmt: skip
     policy.wait_for_output(r"robots: 'robot_0' is not an absolute ROS namespace \(like /robot_0\)")
+
+
+def test_diagnostics_report_batch_sizes_only_once_a_batch_ran(tmp_path, ros_domain):
+    """/diagnostics of a node that has run no batch yet (loading, warming up) carries no `batch_sizes` at all.
+
+    A reader that waits for `batch_sizes` (the test above, the evaluation through ROS) then always finds
+    ``size:count`` pairs; an empty value published before the first batch was read as the node's batches.
+    """
+    import rclpy
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+
+    from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_domain)
+    overrides = [
+        Parameter("autostart", value=False),
+        Parameter("checkpoint", value="scripted"),
+        Parameter("contract", value=write_contract(tmp_path / "c.yaml")),
+        Parameter("robots", value=["/robot_0", "/robot_1"]),
+    ]
+    node = PolicyNode(context=context, parameter_overrides=overrides)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        lanes = node._lanes
+        assert lanes is not None
+        before = lanes.diagnostic_values()
+        assert before["robots"] == "/robot_0,/robot_1"
+        assert not {"batch_sizes", "batches", "batched_inferences"} & set(before), before
+        lanes.batch_sizes.add(2)
+        after = lanes.diagnostic_values()
+        assert (after["batch_sizes"], after["batches"], after["batched_inferences"]) == ("2:1", "1", "1")
+    finally:
+        node.destroy_node()
+        context.try_shutdown()

@@ -109,3 +109,12 @@ class BatchSizes:
     def text(self) -> str:
         """``size:count`` pairs, smallest size first (``1:12,2:30``)."""
         return ",".join(f"{size}:{n}" for size, n in sorted(self.counts.items()))
+
+    def diagnostic_values(self) -> dict[str, str]:
+        """`batches`, `batched_inferences` and `batch_sizes` once a batch ran; nothing before the first one.
+
+        A reader that finds `batch_sizes` on /diagnostics gets at least one ``size:count`` pair.
+        """
+        if not self.batches:
+            return {}
+        return {"batches": str(self.batches), "batched_inferences": str(self.batched), "batch_sizes": self.text()}

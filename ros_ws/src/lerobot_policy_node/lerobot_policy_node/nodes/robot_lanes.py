@@ -6,7 +6,7 @@ single-robot node has: its own observation assembler, inference scheduler, chunk
 One dispatcher thread looks at every lane: when at least one robot's inference is due, every robot whose
 inference is due within `batch_window` seconds joins, and the policy computes all their chunks as one batch
 (`RobotBatchPolicy`); each chunk is published on its robot's topic, stamped with its own observation's time.
-The batch sizes are counted and reported on /diagnostics (`batch_sizes`, `batched_inferences`).
+The batch sizes are counted and reported on /diagnostics (`batch_sizes`, `batched_inferences`) from the first batch on.
 The first batch after activation is the warm-up (measured, not published) unless `warmup` is false.
 Real-time chunking (`blend` rtc) and a policy server are refused with several robots (configure fails).
 """
@@ -319,8 +319,6 @@ class RobotLanes:
     def diagnostic_values(self) -> dict[str, str]:
         return {
             "robots": ",".join(lane.namespace for lane in self.lanes),
-            "batches": str(self.batch_sizes.batches),
-            "batched_inferences": str(self.batch_sizes.batched),
-            "batch_sizes": self.batch_sizes.text(),
             "chunks_per_robot": ",".join(str(lane.chunks) for lane in self.lanes),
+            **self.batch_sizes.diagnostic_values(),
         }
