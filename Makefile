@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install
+.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs
 
 setup:
 	bash scripts/setup.sh
@@ -13,6 +13,10 @@ demo:
 lint:
 	bash scripts/lint.sh
 
+# The documentation site (docs/, mkdocs.yml) built with --strict into site/; open site/index.html.
+docs:
+	bash scripts/docs.sh
+
 bench:
 	bash scripts/bench.sh $(ARGS)
 
@@ -24,7 +28,7 @@ reliability:
 # Rerun's web viewer (lerobot-ros view / dataset view --web) in headless Chromium, screenshots checked by colour
 # (~1 min); needs Debian's chromium (scripts/setup.sh --with-browser). LEROBOT_ROS_UPDATE_DOCS=1 refreshes docs/.
 test-browser:
-	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view -m browser -q $(ARGS)
+	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view tests/docs -m browser -q $(ARGS)
 
 # The packages installed non-editable into a scratch venv (~40 s): contracts, robot configs and launch files come
 # from the installed share/, not from this checkout.

@@ -91,7 +91,7 @@ fi
 step "python dependencies (ROS 2 wheels, build wheels, pinned libraries)"
 deps_hash=$(inputs_hash requirements)
 if ! is_current deps "$deps_hash"; then
-  pip_install -r "$ROOT/requirements/base.txt" -r "$ROOT/requirements/dev.txt"
+  pip_install -r "$ROOT/requirements/base.txt" -r "$ROOT/requirements/dev.txt" -r "$ROOT/requirements/docs.txt"
   pip_install --no-deps -r "$ROOT/requirements/no-deps.txt"
   mark deps "$deps_hash"
 else
