@@ -11,8 +11,13 @@ summary.json: {"run": {date, machine, load average at start/end, commit, argumen
                                                               "figures", "problems"}}}
 A benchmark with no result file (failed, or older than --since) is listed with status "no result".
 
+With --publish DIR, every result file of this run is also copied into DIR (the docs site's
+docs/benchmarks/results/) with the run's date, commit, machine and load as its "published_run": the benchmark
+pages of the site show it.
+
 Usage: python bench/summarize.py [RESULTS_DIR] [--since EPOCH] [--status NAME=EXIT ...]
                                  [--loadavg-start "1.0 0.8 0.5"] [--args "--quick"] [--benches NAME ...]
+                                 [--publish DIR]
 """
 
 from __future__ import annotations
@@ -243,6 +248,18 @@ def markdown(run: dict[str, Any], benches: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def publish(results: Path, benches: dict[str, Any], run: dict[str, Any], folder: Path) -> None:
+    """Copy each result file of this run into `folder` with the run's facts as its "published_run"."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in benches.values():
+        if entry.get("status") != "ok" or not entry.get("file"):
+            continue
+        data = json.loads((results / entry["file"]).read_text())
+        data["published_run"] = {**run, "date": run["finished"]}
+        (folder / entry["file"]).write_text(json.dumps(data, indent=1) + "\n")
+        print(f"published {folder / entry['file']}")
+
+
 def parse_status(text: str) -> tuple[str, int]:
     name, _, code = text.partition("=")
     if not name or not code.lstrip("-").isdigit():
@@ -258,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loadavg-start", default="not recorded", help="/proc/loadavg at the start of the run")
     parser.add_argument("--args", default="", help="the arguments the benchmarks ran with")
     parser.add_argument("--benches", nargs="+", help="benchmark names (default: every bench/bench_<name>.py)")
+    parser.add_argument("--publish", type=Path, help="also copy this run's results here for the docs site")
     args = parser.parse_args(argv)
     if not args.results.is_dir():
         parser.error(f"no results folder {args.results}")
@@ -276,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     (args.results / "summary.json").write_text(json.dumps({"run": run, "benches": benches}, indent=2) + "\n")
     (args.results / "summary.md").write_text(markdown(run, benches))
+    if args.publish is not None:
+        publish(args.results, benches, run, args.publish)
     figures = sum(len(entry["headline"]) for entry in benches.values())
     print(f"wrote {args.results / 'summary.md'} ({figures} headline figures, {len(benches)} entries)")
     return 0

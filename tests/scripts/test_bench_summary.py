@@ -177,3 +177,16 @@ def test_figure_needs_to_say_what_its_baseline_is() -> None:
         headline.figure("throughput", 60.0, "frames/s", baseline=10.0)
     record = headline.figure("lag", float("nan"), "s", target="<= 1 s")
     assert record["value"] is None and record["met"] is None
+
+
+def test_publish_copies_this_runs_results_with_the_run_for_the_docs_site(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "alpha.json").write_text(json.dumps(ALPHA))
+    published = tmp_path / "published"
+    summarize(results, "--publish", str(published))
+    data = json.loads((published / "alpha.json").read_text())
+    assert data["headline"] == ALPHA["headline"]
+    run = data["published_run"]
+    assert run["date"] and run["commit"] and run["cpus"] == os.cpu_count()
+    assert not (published / "beta.json").exists()  # a benchmark without a result publishes nothing
