@@ -85,7 +85,7 @@ class ExecutorProbe:
         names = fields.pop("names", JOINTS)
         horizon = fields.pop("horizon", HORIZON)
         data = fields.pop("data", [value] * (horizon * len(names)))
-        stamp_ns = fields.pop("stamp_ns", self.now_ns())
+        stamp_ns = fields.pop("stamp_ns", self.now_ns() - fields.pop("age_ns", 0))
         msg = ActionChunk(names=names, horizon=horizon, period=fields.pop("period", Duration(nanosec=PERIOD_NS)))
         msg.header.stamp.sec = fields.pop("sec", stamp_ns // NS)
         msg.header.stamp.nanosec = stamp_ns % NS
@@ -172,6 +172,9 @@ def test_a_negative_stamp_is_refused_and_the_next_chunk_is_executed(tmp_path, pr
         ("shape", {"data": [0.1] * (HORIZON * 6 - 1)}),
         ("period", {"period": {"sec": -1}}),
         ("period", {"period": {"sec": 2_000_000_000}}),
+        # An hour-old observation whose 400 x 10 s horizon still reaches the present (issue 29).
+        ("too_old", {"age_ns": 3600 * NS, "horizon": 400, "period": {"sec": 10}}),
+        ("too_long", {"horizon": 1001}),
     ],
 )
 def test_every_malformed_chunk_is_refused_with_a_counted_reason(tmp_path, processes, ros_node, reason, fields):

@@ -247,3 +247,115 @@ def test_policy_node_dispatcher_failure_is_an_error_state(context, tmp_path):
         executor.shutdown(timeout_sec=2.0)
         spinner.join(timeout=5)
         node.destroy_node()
+
+
+def action_chunk(node, horizon: int, value: float = 0.5):
+    """An ActionChunk for JOINTS stamped now, 10 ms steps, built without a per-step Python loop."""
+    import array
+
+    import numpy as np
+
+    from lerobot_msgs.msg import ActionChunk
+
+    msg = ActionChunk(names=JOINTS, horizon=horizon, chunk_id=horizon)
+    msg.period.nanosec = 10_000_000
+    msg.header.stamp = node.get_clock().now().to_msg()
+    msg.data = array.array("f", np.full(horizon * len(JOINTS), value, dtype=np.float32).tobytes())
+    return msg
+
+
+def wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{what} within {timeout} s")
+
+
+def test_ticks_go_on_while_a_100000_step_chunk_is_taken_over(context, monkeypatch):
+    """Issue 29: taking a 10,000-step chunk over cost ~39 ms (100,000: ~385 ms) inside the tick thread, with its
+    lock held, and the 100 Hz stream stalled. The O(horizon) work runs in the chunk thread without the lock: here
+    it is held up inside the conversion of a 100,000-step chunk, and the tick thread keeps ticking meanwhile."""
+    import threading
+
+    import lerobot_policy_node.core.executor as core
+
+    entered, release = threading.Event(), threading.Event()
+    convert = core.chunk_from_rows
+
+    def held_up(*args, **kwargs):
+        entered.set()
+        assert release.wait(120), "the test never released the conversion"
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(core, "chunk_from_rows", held_up)
+    node = make_executor(context, **LIMITS, output="joint_commands", rate=100.0, max_chunk_steps=200_000)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        with node._lock:
+            node._executor.reset([0.0, 0.0], node._now())
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        node._on_chunk(action_chunk(node, 100_000))
+        wait_for(entered.is_set, "the chunk thread never started converting the chunk")
+        ticks = node._ticks
+        wait_for(lambda: node._ticks >= ticks + 20, "no 20 ticks while the chunk was being taken over")
+        assert node._executor.stats.chunks_accepted == 0  # still held up: the ticks above ran beside it
+        release.set()
+        wait_for(lambda: node._executor.stats.chunks_accepted == 1, "the 100,000-step chunk was never taken over")
+        assert node._executor.plan.end_ns - node._executor.plan.times_ns[0] > 900 * 10**9  # ~1000 s of plan
+        ticks = node._ticks
+        wait_for(lambda: node._ticks >= ticks + 5, "the tick thread stopped after the take-over")
+    finally:
+        release.set()
+        node.trigger_deactivate()
+        node.destroy_node()
+
+
+def test_old_and_long_chunks_are_refused_by_parameter(context):
+    """max_chunk_age / max_chunk_steps reach the executor; refusals are counted per reason."""
+    node = make_executor(context, **LIMITS, output="joint_commands", max_chunk_age=0.5, max_chunk_steps=50)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        config = node._executor.config
+        assert config.max_chunk_age_s == 0.5 and config.max_chunk_steps == 50
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        old = action_chunk(node, 50)
+        old.header.stamp.sec -= 3600  # an hour-old observation whose 50 steps still reach... the past: stale
+        node._on_chunk(old)
+        wait_for(lambda: node._executor.stats.chunks_rejected.get("stale") == 1, "no stale refusal")
+        old = action_chunk(node, 10)
+        old.period.sec, old.period.nanosec = 10, 0  # 10 s steps: the horizon reaches the present
+        old.header.stamp.sec -= 60
+        node._on_chunk(old)
+        wait_for(lambda: node._executor.stats.chunks_rejected.get("too_old") == 1, "no too_old refusal")
+        node._on_chunk(action_chunk(node, 51))
+        wait_for(lambda: node._executor.stats.chunks_rejected.get("too_long") == 1, "no too_long refusal")
+        node._on_chunk(action_chunk(node, 50))
+        wait_for(lambda: node._executor.stats.chunks_accepted == 1, "the valid chunk was not taken")
+    finally:
+        node.trigger_deactivate()
+        node.destroy_node()
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="SCHED_FIFO needs root here")
+def test_realtime_runs_the_tick_thread_sched_fifo_and_says_so(context):
+    import os
+
+    node = make_executor(
+        context, **LIMITS, output="joint_commands", realtime=True, realtime_priority=10, realtime_lock_memory=False
+    )
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        wait_for(node._realtime.reports, "the tick thread never applied its real-time settings")
+        report = node._realtime.reports()[0]
+        assert report.thread == "tick loop" and report.refused == ()
+        assert os.sched_getscheduler(report.native_id) == os.SCHED_FIFO
+        values = node._realtime.diagnostic_values()
+        assert values["realtime_policy"] == "SCHED_FIFO 10" and values["realtime_refused"] == ""
+    finally:
+        node.trigger_deactivate()
+        node.destroy_node()

@@ -7,9 +7,14 @@ Input: `chunk_topic` (default /policy/action_chunk). Output by `output`:
 * ``joint_commands``: sensor_msgs/JointState position targets at `rate`;
 * ``forward_position``: std_msgs/Float64MultiArray at `rate`, for ros2_control's forward position controller.
 
-The chunk callback only stores the newest chunk and wakes the tick thread, which takes it over, publishes
-and keeps the fixed-rate stream (absolute deadlines on the monotonic clock; targets are computed on the ROS
-clock, sim time included). `~/enable` (std_srvs/SetBool) is the software stop: false freezes the robot where
+The chunk callback only stores the newest chunk and wakes the chunk thread, which takes it over: the
+O(horizon) work (conversion, checks, clipping, blending: `ChunkExecutor.prepare_rows`, and the JointTrajectory
+of the remaining plan) runs there without the lock; the tick thread's lock is held only to hand the current
+plan over and to swap the prepared one in (O(1)). The tick thread keeps the fixed-rate stream (absolute
+deadlines on the monotonic clock; targets are computed on the ROS clock, sim time included) and costs the same
+whatever the chunks' length. Chunks computed from an observation older than `max_chunk_age` or longer than
+`max_chunk_steps` are refused. With `realtime` (`lerobot_ros.realtime`) the tick thread runs SCHED_FIFO.
+`~/enable` (std_srvs/SetBool) is the software stop: false freezes the robot where
 it is (a hold is sent once, then nothing) and refuses chunks until true; on true, the newest chunk refused while
 stopped is taken (through the same checks) when it was computed from an observation after the stop: a supervisor
 that resets the robot, waits for the policy's first chunk of the new state and then enables (the evaluations
@@ -27,7 +32,6 @@ and the node leaves `active` through its error transition after sending a hold.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import threading
 import time
@@ -54,12 +58,14 @@ from lerobot_policy_node.core.executor import (
     ExecutorConfig,
     ExecutorStats,
     StarvationMode,
+    remaining_trajectory,
 )
 from lerobot_policy_node.core.robot_limits import RobotLimits, limits_from_parameters, load_robot_limits
 from lerobot_ros.executors import SingleThreadedExecutor
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
 from lerobot_ros.node_kit.lifecycle import configure_transition
 from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.realtime import declare_realtime
 from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
@@ -73,6 +79,8 @@ DEFAULT_TOPICS = {
 CHUNK_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+# A chunk is prepared again when the plan changed under it (a stop, a reset, a clock jump); this many times at most.
+MAX_TAKEOVER_TRIES = 3
 # Parameters that change the running executor -> ExecutorConfig field.
 RUNTIME_PARAMETERS = {
     "max_velocity": "max_velocity",
@@ -117,15 +125,18 @@ class ExecutorParameters:
         read_only=False,
     )
     future_tolerance: float = param(0.05, "accept chunks stamped this far ahead (s)", low=0, high=10)
+    max_chunk_age: float = param(
+        2.0,
+        "refuse chunks computed from an observation older than this (s): a long horizon does not make it fresh",
+        low=0.001,
+        high=3600.0,
+    )
+    max_chunk_steps: int = param(
+        1000, "refuse chunks with more steps than this (taking one over costs O(steps))", low=1, high=10_000_000
+    )
     clock_jump: float = param(0.1, "a clock going back further is a reset (s)", low=0, high=60)
     on_starvation: str = param("hold", "past the end of the plan", choices=tuple(m.value for m in StarvationMode))
     deceleration_time: float = param(0.2, "stop time when decelerating (s)", low=0, high=10)
-    thread_priority: int = param(
-        0,
-        "SCHED_FIFO priority of the tick thread (1-99, needs CAP_SYS_NICE or an rtprio limit); 0 = normal",
-        low=0,
-        high=99,
-    )
     start_enabled: bool = param(True, "accept chunks from the start (else wait for ~/enable)")
     autostart: bool = param(True, "configure and activate at start-up")
     diagnostics_period: float = param(1.0, "seconds between /diagnostics", low=0.05, high=60)
@@ -143,10 +154,12 @@ class ExecutorNode(LifecycleNode):
         self.params = declare_parameters(
             self, ExecutorParameters, check=self._check_change, applied=self._apply, defer_errors=True
         )
+        self._realtime = declare_realtime(self)
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._chunk_ready = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._chunk_thread: threading.Thread | None = None
         self._executor: ChunkExecutor | None = None
         self._pending: ActionChunk | None = None
         # The newest chunk refused while stopped whose observation came after the stop (taken on enable).
@@ -236,6 +249,8 @@ class ExecutorNode(LifecycleNode):
             clock_jump_s=float(self._param("clock_jump")),
             starvation=StarvationMode(self._param("on_starvation")),
             deceleration_s=float(self._param("deceleration_time")),
+            max_chunk_age_s=float(self._param("max_chunk_age")),
+            max_chunk_steps=int(self._param("max_chunk_steps")),
         )
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -275,6 +290,7 @@ class ExecutorNode(LifecycleNode):
                 self._executor.hold(self._now())
         self._stop.clear()
         self._thread = self._guard.thread("tick loop", self._loop)
+        self._chunk_thread = self._guard.thread("chunk takeover", self._chunk_loop)
         self.get_logger().info("active")
         return super().on_activate(state)
 
@@ -315,12 +331,13 @@ class ExecutorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def stop_thread(self) -> None:
-        """Stop the tick thread (deactivate, cleanup, and `main`'s last step while ROS still runs)."""
+        """Stop the tick and chunk threads (deactivate, cleanup, and `main`'s last step while ROS still runs)."""
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2.0)
-        self._thread = None
+        self._chunk_ready.set()
+        for thread in (self._thread, self._chunk_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=2.0)
+        self._thread = self._chunk_thread = None
 
     def _now(self) -> int:
         return int(self.get_clock().now().nanoseconds)
@@ -335,7 +352,7 @@ class ExecutorNode(LifecycleNode):
     def _on_chunk(self, msg: ActionChunk) -> None:
         with self._lock:
             self._pending = msg
-        self._wake.set()
+        self._chunk_ready.set()
 
     def _on_joint_states(self, msg: JointState) -> None:
         with self._lock:
@@ -364,69 +381,72 @@ class ExecutorNode(LifecycleNode):
         if held is not None:
             self._publish_hold(held, now)
         if request.data:
-            self._wake.set()  # the tick thread takes a chunk refused while stopped
+            self._chunk_ready.set()  # the chunk thread takes a chunk refused while stopped
         response.success = True
         response.message = "enabled" if request.data else "stopped: holding, chunks refused until enabled"
         self.get_logger().info(response.message)
         return response
 
-    def _take_chunk(self, now: int) -> bool:
+    def _chunk_loop(self) -> None:
+        """The chunk thread: takes each newest chunk over (the O(horizon) work, off the tick thread)."""
+        while not self._stop.is_set() and self.context.ok():
+            self._chunk_ready.wait()
+            self._chunk_ready.clear()
+            if self._stop.is_set():
+                break
+            if self._take_chunk() and self._output == "joint_trajectory":
+                self._publish_trajectory(self._now())
+
+    def _take_chunk(self) -> bool:
         """Hand the pending chunk to the executor; True when the plan changed. A chunk that does not fit is
-        refused and counted (by reason) and the plan is left as it was."""
+        refused and counted (by reason) and the plan is left as it was. The lock is held only for the O(1)
+        handover and install; `prepare_rows` (O(horizon)) runs without it, so ticks go on meanwhile."""
         with self._lock:
             msg, self._pending = self._pending, None
-            if msg is None or self._executor is None:
-                return False
-            # Not Time.from_msg: it raises on a negative stamp, which is the executor's to refuse.
-            stamp_ns = int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec)
-            try:
-                self._seed_from_measured(now)
-                self._executor.accept(
-                    list(msg.names),
-                    np.asarray(msg.data, dtype=np.float64),
-                    int(msg.horizon),
-                    stamp_ns,
-                    int(msg.period.sec) * NS + int(msg.period.nanosec),
-                    int(msg.chunk_id),
-                    now,
+            executor = self._executor
+        if msg is None or executor is None:
+            return False
+        # Not Time.from_msg: it raises on a negative stamp, which is the executor's to refuse.
+        stamp_ns = int(msg.header.stamp.sec) * NS + int(msg.header.stamp.nanosec)
+        period_ns = int(msg.period.sec) * NS + int(msg.period.nanosec)
+        try:
+            for _ in range(MAX_TAKEOVER_TRIES):
+                now = self._now()
+                with self._lock:
+                    self._seed_from_measured(executor, now)
+                    handover = executor.handover(now)
+                prepared = executor.prepare_rows(
+                    list(msg.names), msg.data, int(msg.horizon), stamp_ns, period_ns, int(msg.chunk_id), handover
                 )
-            except ChunkRejected as err:
-                self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
+                with self._lock:
+                    if executor.install(prepared):
+                        return True
+            raise ChunkRejected(
+                "superseded",
+                f"chunk {msg.chunk_id}: the plan changed (stop, reset, clock jump) {MAX_TAKEOVER_TRIES} times while "
+                "it was being taken over",
+            )
+        except ChunkRejected as err:
+            with self._lock:
+                executor.record_rejection(err)
                 if err.reason == "disabled" and stamp_ns >= self._stopped_at_ns:
                     self._refused_while_stopped = msg
-                return False
-        return True
+            self.get_logger().warning(f"chunk rejected ({err.reason}): {err}", throttle_duration_sec=2.0)
+            return False
 
-    def _seed_from_measured(self, now: int) -> None:
+    def _seed_from_measured(self, executor: ChunkExecutor, now: int) -> None:
         """Before the first target, start from the measured pose so that the first chunk blends in from it."""
-        assert self._executor is not None
-        if self._executor.output is None and all(j in self._measured for j in self._joint_names):
-            self._executor.reset([self._measured[j] for j in self._joint_names], now)
-
-    def _raise_priority(self) -> None:
-        priority = int(self._param("thread_priority"))
-        if priority <= 0:
-            return
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: the calling thread
-        except (OSError, AttributeError) as err:
-            self.get_logger().warning(f"tick thread keeps normal priority: SCHED_FIFO {priority} refused ({err})")
-        else:
-            self.get_logger().info(f"tick thread runs SCHED_FIFO priority {priority}")
+        if executor.output is None and all(j in self._measured for j in self._joint_names):
+            executor.reset([self._measured[j] for j in self._joint_names], now)
 
     def _loop(self) -> None:
-        self._raise_priority()
+        self._realtime.apply("tick loop")
         period = 1.0 / float(self._param("rate"))
         deadline = time.monotonic()
         last_tick: float | None = None
         while not self._stop.is_set() and self.context.ok():
-            if self._wake.wait(timeout=max(deadline - time.monotonic(), 0.0)):
-                self._wake.clear()
-                if self._stop.is_set():
-                    break
-                now = self._now()
-                if self._take_chunk(now) and self._output == "joint_trajectory":
-                    self._publish_trajectory(now)
+            if self._stop.wait(timeout=max(deadline - time.monotonic(), 0.0)):
+                break
             current = time.monotonic()
             if current < deadline:
                 continue
@@ -473,11 +493,16 @@ class ExecutorNode(LifecycleNode):
             self._publish_target(held, now)
 
     def _publish_trajectory(self, now: int) -> None:
+        """The remaining plan as a JointTrajectory: its first point under the lock, the O(horizon) rest without."""
         with self._lock:
-            assert self._executor is not None
-            plan = self._executor.trajectory(now)
-        if plan is not None:
-            self._publish_points(*plan)
+            executor = self._executor
+            start = executor.trajectory_start(now) if executor is not None else None
+        if executor is None or start is None:
+            return
+        times, values, limited = remaining_trajectory(start)
+        with self._lock:
+            executor.stats.rate_limited_ticks += limited
+        self._publish_points(times, values)
 
     def _publish_points(self, times: np.ndarray, values: np.ndarray) -> None:
         msg = JointTrajectory()
@@ -509,6 +534,7 @@ class ExecutorNode(LifecycleNode):
             "tick_overruns": str(self._overruns),
             "tick_jitter_p50_ms": f"{np.percentile(jitter, 50) * 1e3:.3f}",
             "tick_jitter_p99_ms": f"{np.percentile(jitter, 99) * 1e3:.3f}",
+            **self._realtime.diagnostic_values(),
         }
         for key, value in stats.items():
             if key == "chunks_rejected":
