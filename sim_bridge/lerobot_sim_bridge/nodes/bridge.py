@@ -8,6 +8,8 @@ service callbacks only hand data to the controller or queue a reset for the work
 Stamps: with `stamp_clock: auto` the realtime mode stamps with the wall (ROS) clock like a real driver,
 and lockstep/fast stamp with simulated time (run consumers with `use_sim_time:=true`). `/clock` always
 carries simulated time, which starts at 0 and advances by one control period per step and per reset.
+With `realtime` (`lerobot_ros.realtime`) the simulation loop runs SCHED_FIFO, except in mode fast, which never
+sleeps between steps; /diagnostics say what applied.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lerobot_msgs.msg import StepOutcome as StepOutcomeMsg
 from lerobot_msgs.srv import ResetEnv
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, Level, diagnostic_status
 from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.realtime import declare_realtime
 from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_node
 from lerobot_ros.worker_guard import WorkerGuard
@@ -129,6 +132,7 @@ class SimBridge(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("sim_bridge", **kwargs)
         self.params = declare_parameters(self, SimBridgeParameters)
+        self._realtime = declare_realtime(self)  # the simulation loop's scheduling (lerobot_ros.realtime)
         env_id = str(self.params.config.env_id)
         cameras = tuple(CameraConfig.parse(text) for text in str(self.params.config.cameras).split(",") if text.strip())
         self._mode = PacingMode.parse(str(self.params.config.mode))
@@ -492,6 +496,8 @@ class SimBridge(Node):
         return snap
 
     def _run(self) -> None:
+        never_sleeps = "mode fast steps without sleeping: SCHED_FIFO would starve the machine"
+        self._realtime.apply("simulation loop", fifo_refusal=never_sleeps if self._mode is PacingMode.FAST else "")
         next_diagnostics = time.monotonic()
         try:
             with self._lock:
@@ -535,6 +541,7 @@ class SimBridge(Node):
             "repeated_reset_requests": str(self._repeated_resets),
             "rejected_inputs": str(self._rejected),
             "last_rejection": self._last_rejection,
+            **self._realtime.diagnostic_values(),
         }
         name = f"{self.get_fully_qualified_name()}: simulation"
         self._diagnostics.publish(diagnostic_status(name, level, message, values, hardware_id=self._env_id))

@@ -274,3 +274,60 @@ def test_reconnect_period_brings_the_driver_back_once_the_port_returns(context, 
         spinner.close()
         node.release_hardware()
         node.destroy_node()
+
+
+@pytest.mark.parametrize("permitted", [True, False])
+def test_realtime_control_loop_applies_or_falls_back_with_one_warning(context, rig, permitted):
+    """`realtime`: the control loop runs SCHED_FIFO where permitted; where not (EPERM simulated) it runs on with
+    normal scheduling, one warning, and /diagnostics say why."""
+    import errno
+    import threading
+
+    from lerobot_ros.realtime import SystemCalls
+
+    if permitted and os.geteuid() != 0:
+        pytest.skip("SCHED_FIFO needs root here")
+    _fake, port, calibration = rig
+    node = make_driver(
+        context,
+        port=port,
+        calibration_file=calibration,
+        loop_rate=50.0,
+        realtime=True,
+        realtime_priority=10,
+        realtime_lock_memory=False,
+    )
+    warnings = []
+    if not permitted:
+
+        def refuse(*args) -> None:
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+
+        node._realtime._calls = SystemCalls(set_scheduler=refuse)
+        node._realtime._warn = warnings.append
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        for _ in range(2):  # a restarted loop applies again; the same refusal is not warned twice
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            deadline = time.monotonic() + 30
+            while not node._realtime.reports() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            report = node._realtime.reports()[0]
+            cycles = node._stats.cycles
+            while node._stats.cycles < cycles + 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert node._stats.cycles >= cycles + 3, "the control loop does not run"
+            assert node._thread is not None and node._thread.native_id == report.native_id
+            policy = os.sched_getscheduler(report.native_id)
+            assert threading.current_thread().native_id != report.native_id
+            assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        values = node._realtime.diagnostic_values()
+        if permitted:
+            assert policy == os.SCHED_FIFO and values["realtime_policy"] == "SCHED_FIFO 10" and not warnings
+        else:
+            assert policy == os.SCHED_OTHER and values["realtime_policy"] == "SCHED_OTHER"
+            assert "SCHED_FIFO 10: Operation not permitted" in values["realtime_refused"]
+            assert len(warnings) == 1, warnings
+    finally:
+        node.release_hardware()
+        node.destroy_node()

@@ -10,6 +10,7 @@ Bus lost (port gone, or `bus_lost_after_failures` failed cycles in a row) or a l
 writing, and the node leaves `active` through the lifecycle error path (deactivate returns ERROR ->
 on_error: torque off if `torque_off_on_error`, close the port -> unconfigured); /diagnostics says ERROR with
 the reason. configure (re-opens the port) + activate recover once the bus is back.
+With `realtime` (`lerobot_ros.realtime`) the control loop runs SCHED_FIFO; /diagnostics say what applied.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from lerobot_drivers.motors.errors import BusCommunicationError, DisconnectedErr
 from lerobot_ros.node_kit.diagnostics import DiagnosticsPublisher, diagnostic_status
 from lerobot_ros.node_kit.lifecycle import configure_transition
 from lerobot_ros.node_kit.parameters import param
+from lerobot_ros.node_kit.realtime import declare_realtime
 from lerobot_ros.node_kit.ros import declare_parameters
 from lerobot_ros.node_main import run_lifecycle_node
 from lerobot_ros.worker_guard import WorkerGuard
@@ -152,6 +154,7 @@ class ArmDriver(LifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("arm_driver", **kwargs)
         self.params = declare_parameters(self, ArmDriverParameters, check=self._check_change)
+        self._realtime = declare_realtime(self)  # the control loop's scheduling (lerobot_ros.realtime)
         self._arm: Arm | None = None
         self._controller: ArmController | None = None
         self._lock = threading.Lock()
@@ -450,6 +453,7 @@ class ArmDriver(LifecycleNode):
     # The loop
 
     def _run_loop(self) -> None:
+        self._realtime.apply("control loop")
         period = 1.0 / float(self._config.loop_rate)
         hold_after = int(self._config.hold_after_failures)
         lost_after = int(self._config.bus_lost_after_failures)
@@ -592,6 +596,7 @@ class ArmDriver(LifecycleNode):
             "max_velocity_rad_s": f"{self._config.max_velocity:.3f}",
             "lifecycle_state": self._state_machine.current_state[1],
             "last_bus_error": stats.last_bus_error,
+            **self._realtime.diagnostic_values(),
         }
         if arm is not None:
             values.update(
