@@ -1,11 +1,16 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs
+.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full
 
 setup:
 	bash scripts/setup.sh
 
 test:
 	bash scripts/test.sh
+
+# What `make test` skips, set up and run: the LeRobot reference environment, headless Chromium, the real
+# launch_ros oracle (from ../shared), then the whole suite with every opt-in group of the targets below on.
+test-full:
+	bash scripts/test-full.sh $(ARGS)
 
 demo:
 	bash scripts/demo.sh $(ARGS)
