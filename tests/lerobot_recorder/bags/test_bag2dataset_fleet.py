@@ -294,3 +294,31 @@ def test_a_bag_that_does_not_fit_the_contract_fails_only_its_task(
     assert "1 of 2 task(s) completed before; running 1" in capsys.readouterr().out
     _single_process(bags, contract, tmp_path / "clean")
     _same_episodes(tmp_path / "clean", fleet)
+
+
+def test_the_merged_sync_report_numbers_episodes_as_the_merged_dataset(make_bag: MakeBag, tmp_path: Path) -> None:
+    """4 bags, 4 tasks: each task numbered its one episode 0 in its shard, and the merged sync report kept those
+    numbers, so `dataset view` showed episode 0's report for every episode. The merged report's entries carry
+    the merged dataset's indices (as the single-process run's), and the view finds each episode's own entry."""
+    from lerobot_recorder.view.episode import episode_sync_entry, sync_report_path
+
+    bags = _bags(make_bag, 4)
+    contract = _contract(tmp_path)
+    _single_process(bags, contract, tmp_path / "clean")
+    fleet = tmp_path / "fleet"
+    assert cli_main(_args(bags, contract, fleet, "--executor", "local", "--tasks", "4", "--workers", "2")) == 0
+    runs = json.loads(sync_report_path(fleet).read_text())["runs"]
+    assert [e["episode_index"] for run in runs for e in run["episodes"]] == [0, 1, 2, 3]
+    assert [run["shard"]["episode_offset"] for run in runs] == [0, 1, 2, 3]
+    sources = json.loads((fleet / "meta/lerobot_ros_sources.json").read_text())["episodes"]
+    for index in range(4):
+        entry, clean = episode_sync_entry(fleet, index), episode_sync_entry(tmp_path / "clean", index)
+        assert entry is not None and clean is not None, index
+        assert Path(entry["bag"]).name == Path(clean["bag"]).name == f"bag{index:02d}"
+        assert Path(entry["bag"]).resolve() == Path(sources[index]["bag"])
+        assert entry["frames"] == clean["frames"]
+    # A report whose runs still number episodes per shard (written before the merge renumbered them) names no
+    # episode of the merged dataset: the view shows none rather than another episode's.
+    stale = {"dataset": str(fleet), "runs": [{"rank": 1, "episodes": [{"episode_index": 0, "bag": "x"}]}]}
+    sync_report_path(fleet).write_text(json.dumps(stale))
+    assert episode_sync_entry(fleet, 0) is None

@@ -258,7 +258,7 @@ def merge_shards(job: FleetJob) -> dict[str, Any]:
     _merge_sources(roots, job.output)
     _write_json(
         job.output.parent / f"{job.output.name}.sync_report.json",
-        {"dataset": str(job.output), "runs": [r for r in reports if r.get("bags")]},
+        {"dataset": str(job.output), "runs": _merged_runs(reports, job.output)},
     )
     summary = {"output": str(job.output), "episodes": report.episodes, "frames": report.frames, "shards": len(roots)}
     _write_json(marker, summary)
@@ -275,6 +275,34 @@ def _shard_reports(job: FleetJob) -> list[dict[str, Any]]:
             raise BagError(f"task {rank} has no report ({path}); it has not completed: run the command again")
         reports.append(json.loads(path.read_text()))
     return reports
+
+
+def _merged_runs(reports: Sequence[dict[str, Any]], output: Path) -> list[dict[str, Any]]:
+    """The shard tasks' sync-report runs with the merged dataset's episode indices.
+
+    Each task numbered its episodes in its own shard dataset (from 0); the merge appends the shards in rank order,
+    so a shard's episode i is episode offset + i of the merged dataset, offset being the episodes of the shards
+    before it. Each run keeps where it came from under `shard` (rank, shard dataset, offset)."""
+    runs = []
+    offset = 0
+    for report in reports:
+        root = report.get("root")
+        if report.get("bags"):
+            run = {key: value for key, value in report.items() if key != "rank"}
+            for key in ("episodes", "already_converted"):
+                run[key] = [
+                    {**entry, "episode_index": int(entry["episode_index"]) + offset}
+                    if isinstance(entry, dict) and "episode_index" in entry
+                    else entry
+                    for entry in report.get(key, [])
+                ]
+            run["root"] = str(output)
+            run["shard"] = {"rank": report.get("rank"), "root": root, "episode_offset": offset}
+            runs.append(run)
+        if root:
+            info = json.loads((Path(root) / "meta" / "info.json").read_text())
+            offset += int(info["total_episodes"])
+    return runs
 
 
 def _merge_sources(roots: Sequence[Path], output: Path) -> None:

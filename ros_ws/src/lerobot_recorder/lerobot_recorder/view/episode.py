@@ -53,7 +53,11 @@ def sync_report_path(root: Path) -> Path:
 
 
 def episode_sync_entry(root: Path, episode_index: int) -> dict[str, Any] | None:
-    """The newest sync-report entry of `episode_index`, or None (no report, unreadable, or not in it)."""
+    """The newest sync-report entry of `episode_index`, or None (no report, unreadable, or not in it).
+
+    A run that still carries a fleet task's `rank` numbers its episodes in that task's shard dataset, not in this
+    one (a fleet merge renumbers them and files the rank under `shard`): it names no episode here and is skipped.
+    """
     path = sync_report_path(root)
     try:
         report = json.loads(path.read_text())
@@ -61,7 +65,9 @@ def episode_sync_entry(root: Path, episode_index: int) -> dict[str, Any] | None:
         return None
     found: dict[str, Any] | None = None
     for run in report.get("runs", []) if isinstance(report, dict) else []:
-        for entry in run.get("episodes", []) if isinstance(run, dict) else []:
+        if not isinstance(run, dict) or "rank" in run:
+            continue
+        for entry in run.get("episodes", []):
             if isinstance(entry, dict) and entry.get("episode_index") == episode_index:
                 found = entry
     return found
