@@ -115,6 +115,13 @@ class TwoHosts:
         for ns in self.ns.values():
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
 
+    def limit_rate(self, host: str, mbit_s: float) -> None:
+        """Everything `host` sends goes through a token bucket of `mbit_s` (tbf; this kernel has no netem).
+
+        The queue holds 200 ms at that rate: a burst beyond it is dropped, as a saturated link's router would."""
+        _run(["ip", "netns", "exec", self.ns[host], "tc", "qdisc", "replace", "dev", self.host_if[host], "root",
+              "tbf", "rate", f"{mbit_s:g}mbit", "burst", "16kb", "latency", "200ms"])  # fmt: skip
+
     def command(self, host: str, argv: list[str]) -> list[str]:
         """`argv` run on `host` (its network namespace, /dev/shm and machine-id)."""
         mount = 'mount --bind "$0" /dev/shm && exec "$@"'

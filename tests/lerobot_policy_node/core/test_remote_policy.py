@@ -124,3 +124,38 @@ def test_a_type_only_lerobot_runs_names_the_server_route(tmp_path: Path) -> None
     assert "does not run in-process (this node runs act, diffusion)" in message
     assert f"lerobot-ros policy-server {tmp_path} --port 50051" in message
     assert "checkpoint:=grpc://HOST:50051" in message
+
+
+@pytest.mark.parametrize("encoding", ["raw", "jpeg", "png"])
+def test_camera_images_go_as_the_chosen_encoding_and_the_link_is_measured(port, encoding: str) -> None:
+    from fake_policy_server import camera_like_image
+
+    server, _ = serve(port, TaskRecorder(6, 15, 30.0, "none", camera=(240, 320)))
+    try:
+        policy = RemotePolicy(f"grpc://127.0.0.1:{port}", timeout_s=5.0, image_encoding=encoding, jpeg_quality=90)
+        image = camera_like_image(240, 320)
+        for i in range(3):
+            observation = {"observation.state": np.zeros(6), "observation.images.front": image, "timestamp": i}
+            policy.predict_chunk(observation)
+        figures = policy.link.figures()
+        policy.close()
+    finally:
+        server.stop(0)
+    assert figures is not None and figures.calls == 3
+    raw = 240 * 320 * 3
+    expected = {"raw": (raw, raw + 2000), "jpeg": (1000, raw / 10), "png": (1000, raw)}[encoding]
+    assert expected[0] < figures.request_bytes < expected[1]
+    assert figures.transfer_s > 0 and figures.server_inference_s >= 0
+
+
+def test_an_encoding_the_server_cannot_decode_is_refused_at_configure(port, monkeypatch) -> None:
+    from lerobot_policy_node.core.errors import PolicyConfigError
+    from lerobot_policy_server import images
+
+    monkeypatch.setattr(images, "decodable", lambda: ("raw",))  # a server without OpenCV, or an older one
+    server, _ = serve(port)
+    try:
+        with pytest.raises(PolicyConfigError, match=r"image_encoding jpeg: the policy server at .* decodes only raw"):
+            RemotePolicy(f"grpc://127.0.0.1:{port}", timeout_s=5.0, image_encoding="jpeg")
+    finally:
+        server.stop(0)

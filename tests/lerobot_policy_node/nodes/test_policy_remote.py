@@ -129,6 +129,11 @@ def test_remote_policy_drives_the_fake_arm_and_survives_a_server_crash(tmp_path,
     assert first.policy == f"grpc://127.0.0.1:{port}" and first.task == "wave"
     assert list(first.names) == JOINTS and first.horizon == 15
     probe.diagnostic(lambda v: int(v["chunks_accepted"]) >= 3)
+    # /diagnostics carries the link's figures and what limits the node.
+    link = chunks.diagnostic(lambda d: any(kv.key == "link_request_bytes" for kv in d.values))
+    values = {kv.key: kv.value for kv in link.values}
+    assert values["image_encoding"] == "raw" and int(values["link_request_bytes"]) > 0
+    assert values["bottleneck"] in ("none", "link", "inference") and float(values["link_transfer_s"]) > 0
     # The task changes at run time through ~/task: the next chunks say they were computed for it.
     chunks.publish_task("wave twice")
     chunks.chunk(lambda c: c.task == "wave twice")

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from lerobot_policy_node.core.bottleneck import LinkMonitor
 from lerobot_policy_node.core.errors import PolicyConfigError, PolicyLoadError, RemotePolicyError
 from lerobot_policy_node.core.rtc import ChunkPrefix
 
@@ -260,12 +261,22 @@ class RemotePolicy:
     the task text, with `timeout_s`. When the server cannot be reached, calls fail at once with a
     `RemotePolicyError` until the next attempt is due (backoff doubling from `BACKOFF_S` to `MAX_BACKOFF_S`);
     after a failure, the next answer is only used once Info shows the server still serves the same policy.
+    Camera images travel as `image_encoding` (raw, jpeg of `jpeg_quality`, png; the server must decode it);
+    `link` keeps each call's bytes and time on the wire.
     """
 
     BACKOFF_S = 0.1
     MAX_BACKOFF_S = 2.0
 
-    def __init__(self, url: str, timeout_s: float = 5.0, name: str | None = None, connect_timeout_s: float = 10.0):
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 5.0,
+        name: str | None = None,
+        connect_timeout_s: float = 10.0,
+        image_encoding: str = "raw",
+        jpeg_quality: int = 90,
+    ):
         try:
             from lerobot_policy_server.client import PolicyClient, RemoteError
         except ImportError as err:
@@ -274,7 +285,7 @@ class RemotePolicy:
                 "install them (scripts/setup.sh)"
             ) from None
         try:
-            self._client = PolicyClient(url, timeout_s)
+            self._client = PolicyClient(url, timeout_s, image_encoding, jpeg_quality)
         except ValueError as err:
             raise PolicyConfigError(f"checkpoint {url}: {err}") from None
         self._remote_error = RemoteError
@@ -288,7 +299,16 @@ class RemotePolicy:
             raise PolicyLoadError(
                 f"{err}; start it with `lerobot-ros policy-server CHECKPOINT --port PORT` on that host"
             ) from None
+        if image_encoding not in info.image_encodings:
+            self._client.close()
+            raise PolicyConfigError(
+                f"image_encoding {image_encoding}: the policy server at {url} decodes only "
+                f"{', '.join(info.image_encodings)}; set image_encoding:=raw or upgrade lerobot-policy-server there"
+            )
         self.info = info
+        self.image_encoding = image_encoding
+        self.jpeg_quality = int(jpeg_quality)
+        self.link = LinkMonitor()
         self.inputs: Sequence[InputFeature] = tuple(InputFeature(f.key, f.shape, f.visual) for f in info.inputs)
         self._dtypes = {f.key: np.dtype(f.dtype) for f in info.inputs}
         self.action_names = info.action_names or None
@@ -354,9 +374,10 @@ class RemotePolicy:
                 self._same_policy()
                 with self._lock:
                     self._recheck = False
-            reply = self._client.predict(values, stamp_ns, task)
+            reply, transfer = self._client.predict_timed(values, stamp_ns, task)
         except self._remote_error as err:
             raise self._failed(str(err)) from None
+        self.link.record(transfer.request_bytes, transfer.round_trip_s, reply.inference_time_s, transfer.encode_s)
         with self._lock:
             self._failures = 0
         self.last_task = reply.task

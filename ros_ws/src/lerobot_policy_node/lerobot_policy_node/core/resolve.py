@@ -29,6 +29,8 @@ def resolve_policy(
     *,
     device: str = "cpu",
     remote_timeout: float | None = None,
+    image_encoding: str = "raw",
+    jpeg_quality: int = 90,
     default_contract: Path | None = None,
     contract_option: str = "parameter `contract`",
 ) -> tuple[ChunkPolicy, Contract]:
@@ -36,12 +38,15 @@ def resolve_policy(
 
     `remote_timeout` None: a `grpc://` spec is not accepted as a policy server (it is looked up as a checkpoint,
     which fails with PolicyLoadError). `contract_option` names where the contract is set, for the error raised
-    when there is none. Raises PolicyLoadError (checkpoint), ContractError (contract file), PolicyConfigError (no
-    contract) or ObservationError (a scripted policy on a contract without `action`).
+    when there is none. `image_encoding` / `jpeg_quality`: how a policy server gets camera images. Raises
+    PolicyLoadError (checkpoint), ContractError (contract file), PolicyConfigError (no contract, or an image
+    encoding the server does not decode) or ObservationError (a scripted policy on a contract without `action`).
     """
     loaded: CheckpointPolicy | RemotePolicy | None = None
     if remote_timeout is not None and checkpoint.startswith(REMOTE_SCHEME):
-        loaded = RemotePolicy(checkpoint, float(remote_timeout), name=checkpoint)
+        loaded = RemotePolicy(
+            checkpoint, float(remote_timeout), name=checkpoint, image_encoding=image_encoding, jpeg_quality=jpeg_quality
+        )
     elif checkpoint.split(":", 1)[0] != SCRIPTED:
         loaded = CheckpointPolicy(resolve_checkpoint(checkpoint), device, name=checkpoint)
     if str(contract):

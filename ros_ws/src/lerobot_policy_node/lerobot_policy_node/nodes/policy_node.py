@@ -17,6 +17,10 @@ observation to the policy; each ActionChunk carries the task it was computed for
 With `blend` rtc (real-time chunking, `core/rtc.py`) each inference gets the last published chunk's remaining
 steps, the inference delay (`rtc_inference_delay`, measured when -1), the execution horizon and the guidance
 weight cap; a policy that cannot inpaint (ACT, a policy server) is refused at configure.
+When inferences are too slow to keep the chunk fed, one throttled log line and /diagnostics (`bottleneck`,
+`advice`) say what to change (`core/bottleneck.py`): with a policy server, whether the link (bytes per
+observation over the measured time on the wire: `image_encoding`) or the inference (`inference_workers`, a faster
+device) is what limits it.
 
 Clocks: observation stamps come from the robot's clock, which on another host need not agree with this node's.
 The node estimates the offset (receive time - stamp, the smallest seen; `clock_offset_s` on /diagnostics) and
@@ -52,6 +56,7 @@ from lerobot_contract import ContractError
 from lerobot_contract.time import NS
 from lerobot_msgs.msg import ActionChunk, PolicyStatus
 from lerobot_policy_node.core.batching import parse_robots
+from lerobot_policy_node.core.bottleneck import Advice, Bottleneck, advise
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import BlendMode
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
@@ -132,6 +137,12 @@ class PolicyNodeParameters:
         high=1.0,
     )
     remote_timeout: float = param(5.0, "per-call timeout of a grpc:// policy server (s)", low=0.01, high=600.0)
+    image_encoding: str = param(
+        "raw",
+        "how camera images travel to a grpc:// policy server: raw, jpeg (lossy, ~20x smaller) or png (lossless)",
+        choices=("raw", "jpeg", "png"),
+    )
+    jpeg_quality: int = param(90, "JPEG quality of image_encoding jpeg", low=1, high=100, step=1)
     robots: tuple[str, ...] | None = param(
         None,
         "serve these robots (namespaces, e.g. [/robot_0, /robot_1]) from this one node, inferences due together "
@@ -235,6 +246,7 @@ class PolicyNode(LifecycleNode):
         self._stale = 0
         self._observation_age = 0.0
         self._last_inference = 0.0
+        self._advice = Advice(Bottleneck.NONE)
         self._warm = False
         self._stamp_from_header = True
         self._task = str(self._param("task"))
@@ -336,7 +348,14 @@ class PolicyNode(LifecycleNode):
             str(self._param("contract")),
             device=str(self._param("device")),
             remote_timeout=float(self._param("remote_timeout")),
+            image_encoding=str(self._param("image_encoding")),
+            jpeg_quality=int(self._param("jpeg_quality")),
         )
+        if not isinstance(policy, RemotePolicy) and str(self._param("image_encoding")) != "raw":
+            self.get_logger().warning(
+                f"image_encoding {self._param('image_encoding')} applies to a grpc:// policy server; {spec} runs in "
+                "this process, which gets the images as they are"
+            )
         if robots:
             qos = {"chunk": CHUNK_QOS, "status": STATUS_QOS, "image": IMAGE_QOS, "vector": VECTOR_QOS}
             self._lanes = RobotLanes(self, policy, contract, robots, self._scheduler_config(), qos)
@@ -599,15 +618,22 @@ class PolicyNode(LifecycleNode):
         with self._lock:
             scheduler.inference_finished(observation_ns, duration, published)
             expected = scheduler.expected_inference_s + scheduler.config.margin_s
-        chunk_s = policy.horizon * self._period_ns / NS
-        workers = int(self._param("inference_workers"))
-        if expected > chunk_s * workers / (workers + 1):
-            self.get_logger().warning(
-                f"inference takes {expected:.3f} s with the margin, too long for {workers} worker(s) to keep a "
-                f"{chunk_s:.3f} s chunk fed: the executor will starve; raise inference_workers (if the device has "
-                "the throughput) or train a longer chunk",
-                throttle_duration_sec=10.0,
-            )
+        self._advise(policy, expected)
+
+    def _advise(self, policy: ChunkPolicy, expected_s: float) -> None:
+        """Name the bottleneck when inferences cannot keep the chunk fed: one throttled line, and /diagnostics."""
+        remote = policy if isinstance(policy, RemotePolicy) else None
+        self._advice = advise(
+            expected_s,
+            policy.horizon * self._period_ns / NS,
+            int(self._param("inference_workers")),
+            remote.link.figures() if remote is not None else None,
+            image_encoding=remote.image_encoding if remote is not None else "raw",
+            jpeg_quality=remote.jpeg_quality if remote is not None else 90,
+            has_images=any(f.visual for f in policy.inputs),
+        )
+        if self._advice.message:
+            self.get_logger().warning(self._advice.message, throttle_duration_sec=10.0)
 
     def _check_actions(self, actions: np.ndarray) -> str:
         assert self._policy is not None
@@ -667,6 +693,22 @@ class PolicyNode(LifecycleNode):
         offset = assembler.clock_offset_ns if assembler is not None else None
         return "unknown" if offset is None else f"{offset / NS:.4f}"
 
+    def _link_values(self) -> dict[str, str]:
+        """The policy server link's figures (means over the last calls); none for a local policy."""
+        policy = self._policy
+        figures = policy.link.figures() if isinstance(policy, RemotePolicy) else None
+        if figures is None:
+            return {}
+        assert isinstance(policy, RemotePolicy)
+        return {
+            "image_encoding": policy.image_encoding,
+            "link_request_bytes": f"{figures.request_bytes:.0f}",
+            "link_transfer_s": f"{figures.transfer_s:.4f}",
+            "link_mbit_s": f"{figures.mbit_s:.3f}",
+            "server_inference_s": f"{figures.server_inference_s:.4f}",
+            "image_encode_s": f"{figures.encode_s:.4f}",
+        }
+
     def _publish_diagnostics(self, status: PolicyStatus) -> None:
         scheduler = self._scheduler
         level = DiagnosticStatus.OK
@@ -686,6 +728,9 @@ class PolicyNode(LifecycleNode):
             "observation_age_s": f"{status.observation_age:.4f}",
             "stale_observations": str(status.stale_observations),
             "clock_offset_s": self._clock_offset_text(),
+            "bottleneck": self._advice.bottleneck.value,
+            "advice": self._advice.message,
+            **self._link_values(),
             "task": status.task,
             "last_chunk_task": status.last_chunk_task,
         }
