@@ -126,7 +126,15 @@ class Node:
 
 
 def make_session(
-    tmp_path: Path, node: Node, *, episodes: int = 2, episode_s: float = 0.5, task: str = "pick", **options: Any
+    tmp_path: Path,
+    node: Node,
+    *,
+    episodes: int = 2,
+    episode_s: float = 0.5,
+    task: str = "pick",
+    topic_timeout_s: float = 5.0,
+    topic_wait_s: float = 60.0,
+    **options: Any,
 ) -> RecordingSession:
     root = tmp_path / "ds"
     session = RecordingSession(SessionOptions(root=root, **options), node.hooks(), task=task)
@@ -135,20 +143,28 @@ def make_session(
     session.configure(
         CONTRACT,
         writer,
-        WorkflowConfig(episode_time_s=episode_s, reset_time_s=0.0, num_episodes=episodes),
-        SamplingOptions(fps=FPS),
+        WorkflowConfig(episode_time_s=episode_s, reset_time_s=0.0, num_episodes=episodes, topic_wait_s=topic_wait_s),
+        SamplingOptions(fps=FPS, topic_timeout_s=topic_timeout_s),
         TYPESTORE,
         header_topics(CONTRACT, TYPESTORE),
     )
     return session
 
 
-def run(node: Node, session: RecordingSession, seconds: float, step_ns: int = NS // 50) -> None:
-    """Both topics publish at 50 Hz, stamped with the clock, and the sampling tick runs after each step."""
+def run(
+    node: Node,
+    session: RecordingSession,
+    seconds: float,
+    step_ns: int = NS // 50,
+    topics: tuple[str, ...] = ("/j", "/c"),
+) -> None:
+    """The topics publish at 50 Hz, stamped with the clock, and the sampling tick runs after each step."""
     for _ in range(round(seconds * NS / step_ns)):
         node.now += step_ns
-        session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)))
-        session.on_message("/c", image_cdr(node.now, 7))
+        if "/j" in topics:
+            session.on_message("/j", joint_cdr(node.now, (0.1, -0.2)))
+        if "/c" in topics:
+            session.on_message("/c", image_cdr(node.now, 7))
         session.tick()
 
 
@@ -427,3 +443,103 @@ def test_a_publisher_stalled_at_the_start_shortens_the_episode_and_the_status_sa
     assert "frame 0 is 0.320 s after the episode start: no sample of observation.state until then" in node.log.text(
         "warning"
     )
+
+
+def _run_until(node: Node, session: RecordingSession, done: Any, limit_s: float = 60.0, **kwargs: Any) -> None:
+    """Keep `run`ning 20 ms at a time (pausing for the dataset thread) until `done()`."""
+    for _ in range(round(limit_s / 0.02)):
+        if done():
+            return
+        run(node, session, 0.02, **kwargs)
+        threading.Event().wait(0.005)
+    raise AssertionError(f"not reached: {session.status()} {node.log.lines[-5:]}")
+
+
+def test_elapsed_counts_from_the_configure_while_idle_and_the_message_is_the_episodes_own(tmp_path: Path) -> None:
+    """The first idle state used to count from time 0 (elapsed_s read the clock: ~1.8e9 on the wall clock), and a
+    message about episode 0 (a bad message here) stayed on the status through episode 1."""
+    node = Node()
+    session = make_session(tmp_path, node, episode_s=1.0)
+    assert session.status().elapsed_s == 0.0
+    session.activate(start_session=False)
+    run(node, session, 0.5)
+    assert session.status().state is State.IDLE
+    assert session.status().elapsed_s == pytest.approx(0.5)
+    session.trigger("start session")
+    run(node, session, 0.3)
+    session.on_message("/j", b"not a joint state")
+    assert "message ignored" in session.status().message
+    _run_until(node, session, lambda: session.status().state is State.RECORDING and session.episode_index == 1)
+    assert session.status().message == ""
+    session.release()
+
+
+def test_a_topic_that_goes_silent_ends_the_episode_and_holds_the_next_until_it_delivers(tmp_path: Path) -> None:
+    """The camera stops mid-episode: the episode ends early and is saved (what it holds is good), no episode starts
+    while the camera is silent (each one had no frames, was recorded again, and the session never ended), the
+    status and /diagnostics say why, and the session goes on when the camera is back."""
+    node = Node()
+    session = make_session(tmp_path, node, episodes=2, episode_s=30.0, topic_timeout_s=0.5)
+    session.activate(start_session=True)
+    run(node, session, 1.0)
+    assert session.workflow is not None and session.workflow.state is State.RECORDING
+    _run_until(node, session, lambda: session.num_saved == 1, limit_s=5.0, topics=("/j",))
+    text = "/c (observation.images.cam) sent nothing usable for"
+    assert "episode 0 ended early and saved" in node.log.text("error") and text in node.log.text("error")
+    with DatasetReader(tmp_path / "ds") as reader:
+        assert reader.num_episodes == 1 and 9 <= int(reader.episodes[0]["length"]) <= 16
+    run(node, session, 2.0, topics=("/j",))  # silent for longer than the wait to start would be
+    status = session.status()
+    assert status.state is State.RESETTING and status.episode_index == 1, status
+    assert text in status.message and status.message.endswith("the next episode starts when it delivers again")
+    diagnostics = session.diagnostics()
+    assert diagnostics.values["silent_topics"] == "/c" and diagnostics.level is Level.WARN
+    assert text in diagnostics.message
+    assert session.trigger("next") == (False, "next: nothing to do while resetting")  # the right arrow waits too
+    run(node, session, 0.1)  # the camera is back
+    assert session.status().state is State.RECORDING and session.status().message == ""
+    assert session.diagnostics().values["silent_topics"] == ""
+    session.release()
+
+
+def test_a_session_waiting_for_a_silent_topic_stops_after_topic_wait_s(tmp_path: Path) -> None:
+    """It never hangs: after `topic_wait_s` the session stops in the error state (exit 1 with shutdown_when_done),
+    the saved episode intact."""
+    node = Node()
+    session = make_session(
+        tmp_path, node, episodes=3, episode_s=30.0, topic_timeout_s=0.5, topic_wait_s=2.0, shutdown_when_done=True
+    )
+    session.activate(start_session=True)
+    run(node, session, 1.0)
+    _run_until(node, session, lambda: session.num_saved == 1, limit_s=5.0, topics=("/j",))
+    run(node, session, 1.0, topics=("/j",))
+    assert session.status().state is State.RESETTING and session.exit_code is None
+    run(node, session, 1.2, topics=("/j",))
+    status = session.status()
+    assert status.state is State.ERROR and session.exit_code == 1, status
+    assert status.message.startswith("/c (observation.images.cam) sent nothing usable for")
+    assert (
+        "recording stopped after waiting 2.0 s for it (topic_wait_s), the saved episodes are intact" in status.message
+    )
+    assert session.accept_goal(active=True) == "the recorder is error"
+    session.release()
+    with DatasetReader(tmp_path / "ds") as reader:
+        assert reader.num_episodes == 1
+
+
+def test_an_episode_goal_is_refused_while_a_topic_is_silent(tmp_path: Path) -> None:
+    node = Node()
+    session = make_session(tmp_path, node, topic_timeout_s=0.5)
+    session.activate(start_session=False)
+    run(node, session, 1.0, topics=("/j",))
+    assert session.accept_goal(active=True) is None
+    with pytest.raises(
+        WorkflowError, match=r"^/c \(observation.images.cam\) sent nothing usable for 1.0 s; no episode"
+    ):
+        session.start_goal("pick", 1.0)
+    assert session.accept_goal(active=True) is None  # the refused goal freed the session
+    session.end_goal()
+    run(node, session, 0.1)
+    session.start_goal("pick", 0.5)
+    assert session.status().state is State.RECORDING
+    session.release()

@@ -170,7 +170,10 @@ class Recorder(LifecycleNode):
         contract = load_contract(config.contract)
         fps = config.fps or contract.fps
         workflow = WorkflowConfig(
-            episode_time_s=config.episode_time_s, reset_time_s=config.reset_time_s, num_episodes=config.num_episodes
+            episode_time_s=config.episode_time_s,
+            reset_time_s=config.reset_time_s,
+            num_episodes=config.num_episodes,
+            topic_wait_s=config.topic_wait_s,
         )
         if config.task:
             validate_task(config.task)
@@ -190,7 +193,11 @@ class Recorder(LifecycleNode):
             repo_id=config.repo_id,
         )
         sampling = SamplingOptions(
-            fps=fps, latency_s=config.latency_s, clock_jump_s=config.clock_jump_s, max_queue_s=config.max_queue_s
+            fps=fps,
+            latency_s=config.latency_s,
+            clock_jump_s=config.clock_jump_s,
+            max_queue_s=config.max_queue_s,
+            topic_timeout_s=config.topic_timeout_s,
         )
         self._session.configure(contract, writer, workflow, sampling, typestore, with_header)
         reliability = ReliabilityPolicy.RELIABLE if config.reliable else ReliabilityPolicy.BEST_EFFORT

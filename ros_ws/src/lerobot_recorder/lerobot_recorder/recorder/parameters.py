@@ -42,5 +42,15 @@ class RecorderParameters:
         2.0, "sampled frames waiting for the writer, in seconds, before frames are dropped", low=0.1, high=600.0
     )
     min_free_mb: float = param(100.0, "stop recording below this much free disk space", low=0.0, high=1e7)
+    topic_timeout_s: float = param(
+        5.0,
+        "a contract topic with no usable message this long is silent: the episode being recorded ends (saved) and "
+        "no episode starts until it delivers again",
+        low=0.05,
+        high=3600.0,
+    )
+    topic_wait_s: float = param(
+        60.0, "how long a session waits for a silent topic before it stops in the error state", low=0.0, high=86400.0
+    )
     clock_jump_s: float = param(1.0, "a stamp or clock going back more than this is a clock reset", low=0.001, high=1e6)
     diagnostics_period: float = param(1.0, "seconds between /diagnostics reports", low=0.05, high=60.0)

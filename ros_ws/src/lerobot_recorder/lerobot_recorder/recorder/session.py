@@ -9,7 +9,12 @@ topic, the node clock's reading in nanoseconds, a control). The session owns the
 * the episode workflow (`EpisodeWorkflow`): a control or a tick is one workflow step under the session lock,
   whose commands (start / save / discard) it carries out on the sampler and the sink;
 * the task, the counters (episode index, episodes saved, frames and drops), the outcome of an episode goal,
-  the session end (push to the Hub, the exit code for `shutdown_when_done`).
+  the session end (push to the Hub, the exit code for `shutdown_when_done`);
+* silent topics: a contract topic that delivered no usable sample for `topic_timeout_s` (a camera that died)
+  ends the episode being recorded early (saved, with what it has), and no episode starts while it stays silent:
+  a session's next one waits (resetting, the reason on the status and /diagnostics) and the session stops in the
+  error state after `topic_wait_s` (never recording episodes without frames for ever); an episode goal is
+  refused with the reason.
 
 What it must tell the node comes back through `SessionHooks` (publish the status, publish the episode-start
 marker); the status and /diagnostics contents are assembled in `recorder.status`.
@@ -91,6 +96,7 @@ class SamplingOptions:
     latency_s: float = 0.15
     clock_jump_s: float = 1.0
     max_queue_s: float = 2.0
+    topic_timeout_s: float = 5.0  # a contract topic without a usable sample this long is silent
 
 
 def header_topics(contract: Contract, typestore: Any) -> set[str]:
@@ -169,6 +175,13 @@ class RecordingSession:
         self._outcome: dict[str, Any] | None = None
         self._session_pending = False
         self._last_problem = ""
+        self._topic_timeout_ns = 5 * NS
+        # Per feature, the node clock when the sampler last took a sample of it; before any, the time the watch
+        # started (the first tick with a running clock after activation), which is also when a pending session
+        # started waiting for its topics.
+        self._last_sample_ns: dict[str, int] = {}
+        self._watch_from_ns: int | None = None
+        self.silent: set[str] = set()  # the contract topics silent at the last tick
 
     @property
     def root(self) -> Path:
@@ -214,7 +227,11 @@ class RecordingSession:
             max_queue=max(2, round(sampling.max_queue_s * fps)),
             min_free_bytes=round(self.options.min_free_mb * 1e6),
         )
-        self.workflow = EpisodeWorkflow(workflow)
+        now_ns = self._hooks.now_ns()
+        self.workflow = EpisodeWorkflow(workflow, now=now_ns / NS if now_ns else None)
+        self._topic_timeout_ns = round(sampling.topic_timeout_s * NS)
+        self._last_sample_ns = {}
+        self._watch_from_ns = None
         if self.task_parameter:
             self.workflow.task = self.task_parameter
         if self._hooks.now_ns() == 0:
@@ -232,6 +249,8 @@ class RecordingSession:
         """Sampling starts; with `start_session`, a session starts once every topic delivers (like lerobot-record,
         which connects the robot first)."""
         self._session_pending = start_session
+        self._watch_from_ns = None  # sampling paused while inactive: silence counts from the next tick on
+        self._last_sample_ns = {}
 
     def release(self) -> None:
         """Close the dataset (an episode not yet saved is discarded) and drop the sampler and workflow."""
@@ -303,6 +322,9 @@ class RecordingSession:
             except ClockJumpError as err:
                 self._on_clock_jump(str(err))
                 return
+            for key, was_refused in zip(payloads, refused, strict=True):
+                if not was_refused:
+                    self._last_sample_ns[key] = now
             if any(refused):
                 # One bad stamp is refused and counted (status, /diagnostics); the episode goes on.
                 problem = f"{topic}: {sampler.last_rejection}"
@@ -379,6 +401,7 @@ class RecordingSession:
                     self._on_clock_jump(str(err))
             if workflow.message == WAITING_FOR_CLOCK:
                 workflow.message = ""  # the clock runs: this tick is on it
+            self._watch_silence(workflow, sampler)
             problem = sink.counters.last_problem
             if problem and problem != self._last_problem:
                 self._last_problem = problem
@@ -386,8 +409,8 @@ class RecordingSession:
                 self._log.error(workflow.message)
                 self.status_dirty = True
             if self._session_pending:
-                if sampler.silent:
-                    workflow.message = f"waiting for the first message on {', '.join(sampler.silent)}"
+                if sampler.silent or workflow.waiting_for:
+                    self._wait_for_session_topics(workflow, sampler)
                 elif not sampler.clock_settled:
                     workflow.message = "waiting for the topics' stamps to agree on a clock"
                 else:
@@ -398,6 +421,67 @@ class RecordingSession:
                 self.control(lambda wf, now: wf.tick(now))
         if self.status_dirty or time.monotonic() - self._last_status > STATUS_EVERY_S:
             self._hooks.publish_status()
+
+    def silent_topics(self, now_ns: int) -> dict[str, float]:
+        """Contract topics whose features had no usable sample for longer than `topic_timeout_s` at `now_ns`, with
+        how long (s). A clock that went back (a sim reset) restarts the count."""
+        if self._watch_from_ns is None or self.contract is None:
+            return {}
+        silent: dict[str, float] = {}
+        for key, feat in self.contract.features.items():
+            last = self._last_sample_ns.get(key, self._watch_from_ns)
+            if last > now_ns:
+                last = self._last_sample_ns[key] = now_ns
+            if now_ns - last > self._topic_timeout_ns:
+                silent[feat.topic] = max(silent.get(feat.topic, 0.0), (now_ns - last) / NS)
+        return silent
+
+    def _silence_text(self, silent: dict[str, float]) -> str:
+        assert self.contract is not None
+        parts = []
+        for topic, seconds in silent.items():
+            keys = ", ".join(k for k, f in self.contract.features.items() if f.topic == topic)
+            parts.append(f"{topic} ({keys}) sent nothing usable for {seconds:.1f} s")
+        return "; ".join(parts)
+
+    def _watch_silence(self, workflow: EpisodeWorkflow, sampler: LiveSampler) -> None:
+        """Name the silent topics as the reason no episode can start, and end an episode they stopped feeding
+        (saved: its frames so far are good)."""
+        now_ns = self._hooks.now_ns()
+        if now_ns == 0:
+            return
+        if self._watch_from_ns is None:
+            self._watch_from_ns = now_ns
+        silent = self.silent_topics(now_ns)
+        workflow.waiting_for = self._silence_text(silent) if silent else ""
+        if set(silent) != self.silent:
+            if set(silent) - self.silent:
+                self._log.warning(workflow.waiting_for)
+            elif not silent:
+                self._log.info(f"{', '.join(sorted(self.silent))} deliver(s) again")
+            self.silent = set(silent)
+            self.status_dirty = True
+        text = workflow.waiting_for
+        if text and workflow.state is State.RECORDING and sampler.active:
+            timeout = self._topic_timeout_ns / NS
+            message = f"{text} (topic_timeout_s={timeout:g}): episode {self.episode_index} ended early and saved"
+            self._log.error(message)
+            self.control(lambda wf, now: wf.next(now) if wf.state is State.RECORDING else [], message=message)
+
+    def _wait_for_session_topics(self, workflow: EpisodeWorkflow, sampler: LiveSampler) -> None:
+        """The session waits to start (`start_session`) for topics that never delivered or went silent; after
+        `topic_wait_s` it stops in the error state instead of waiting for ever."""
+        first = sampler.silent
+        reason = f"waiting for the first message on {', '.join(first)}" if first else workflow.waiting_for
+        workflow.message = reason
+        now_ns = self._hooks.now_ns()
+        if self._watch_from_ns is None or now_ns == 0:
+            return
+        waited = (now_ns - self._watch_from_ns) / NS
+        if waited >= workflow.config.topic_wait_s:
+            self._session_pending = False
+            message = f"{reason}: no session started after {waited:.1f} s (topic_wait_s); start the publishers"
+            self.control(lambda wf, now: wf.fail(message, now))
 
     # Controls
 
@@ -445,6 +529,7 @@ class RecordingSession:
         assert sampler is not None and sink is not None
         if command.action is Action.START:
             self._episode_start_ns = now_ns
+            self._last_problem = ""  # the sink's counters start afresh with the episode
             start = sampler.start(now_ns)
             sink.start_episode(command.task)
             self._hooks.publish_marker(self.status(), start)

@@ -51,7 +51,7 @@ class DiagnosticsReport:
     state: State
     problem: str
     values: dict[str, str]
-    dropping: bool  # frames dropped, stamps refused or writer overrun: WARN
+    dropping: bool  # frames dropped, stamps refused, writer overrun or a silent topic: WARN
     disk_free_bytes: int | None = None
     min_free_mb: float = 0.0
 
@@ -126,6 +126,7 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
     values["lost_messages"] = str(sum(session.lost_messages.values()))
     for topic, count in sorted(session.lost_messages.items()):
         values[f"lost_messages.{topic}"] = str(count)
+    values["silent_topics"] = ", ".join(sorted(session.silent))
     if sampler is not None and sink is not None:
         report, live = sampler.report, sampler.live
         counts = episode_counts(sampler, sink)
@@ -167,6 +168,7 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
             )
         )
         or (sink and sink.counters.overrun)
+        or session.silent
     )
     problem = workflow.message if workflow is not None else session.config_error
     return DiagnosticsReport(state=state, problem=problem, values=values, dropping=dropping)

@@ -12,6 +12,11 @@ States: idle -> recording -> saving -> resetting -> recording -> ... -> stopped 
 
 The workflow only decides; it returns `Command`s (start/save/discard an episode) for the caller to carry out,
 and the caller reports back with `saved` / `save_failed`.
+
+The caller also says why no episode can start now (`waiting_for`: a contract topic that has gone silent). A
+session's next episode then waits in the resetting state with that reason as its message, and starts as soon as
+the reason is gone; after `topic_wait_s` of waiting the session stops in the error state (saved episodes stay
+as they are). An episode asked for (`begin_session`, `request_episode`) is refused with the reason instead.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class WorkflowConfig:
     episode_time_s: float = 60.0
     reset_time_s: float = 60.0
     num_episodes: int = 50
+    topic_wait_s: float = 60.0  # how long a session's next episode waits for `waiting_for` to clear
 
     def __post_init__(self) -> None:
         if not (self.episode_time_s > 0 and math.isfinite(self.episode_time_s)):
@@ -65,6 +71,8 @@ class WorkflowConfig:
             raise ValueError(f"reset_time_s must be >= 0, got {self.reset_time_s}")
         if self.num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {self.num_episodes}")
+        if not (self.topic_wait_s >= 0 and math.isfinite(self.topic_wait_s)):
+            raise ValueError(f"topic_wait_s must be >= 0, got {self.topic_wait_s}")
 
 
 def validate_task(task: str) -> str:
@@ -80,22 +88,25 @@ def validate_task(task: str) -> str:
 class EpisodeWorkflow:
     """The state machine (see the module docstring). Times are seconds on any monotonic clock."""
 
-    def __init__(self, config: WorkflowConfig) -> None:
+    def __init__(self, config: WorkflowConfig, now: float | None = None) -> None:
         self.config = config
         self.state = State.IDLE
         self.task = ""
         self.episode_task = ""
         self.message = ""
         self.saved_in_session = 0
+        # Why no episode can start now (set by the caller, e.g. a silent topic); "" when one can.
+        self.waiting_for = ""
         self._session = False
         self._duration_s = config.episode_time_s
-        self._since = 0.0
+        self._since = now  # None: the first state's start is not known (a clock not running yet)
         self._stop_after_save = False
         self._rerecord = False
+        self._held_since: float | None = None
 
     def elapsed(self, now: float) -> float:
-        """Seconds spent in the current state."""
-        return max(0.0, now - self._since)
+        """Seconds spent in the current state (0 in the first state when the workflow was made without a time)."""
+        return 0.0 if self._since is None else max(0.0, now - self._since)
 
     @property
     def duration_s(self) -> float:
@@ -113,13 +124,39 @@ class EpisodeWorkflow:
 
     def _start(self, now: float, task: str | None = None) -> list[Command]:
         self.episode_task = self.task if task is None else task
+        self._held_since = None
+        self.message = ""  # what the status said was about the previous episode
         self._enter(State.RECORDING, now)
         return [Command(Action.START, self.episode_task)]
+
+    def _refuse_while_waiting(self) -> None:
+        if self.waiting_for:
+            raise WorkflowError(f"{self.waiting_for}; no episode can start until it delivers again")
+
+    def _next_in_session(self, now: float) -> list[Command]:
+        """Start the session's next episode, or hold it (resetting) while `waiting_for` says why it cannot start;
+        after `topic_wait_s` of holding, the session stops in the error state."""
+        if not self.waiting_for:
+            return self._start(now)
+        if self._held_since is None:
+            self._held_since = now
+            if self.state is not State.RESETTING:
+                self._enter(State.RESETTING, now)
+        waited = now - self._held_since
+        if waited >= self.config.topic_wait_s:
+            return self.fail(
+                f"{self.waiting_for}; recording stopped after waiting {waited:.1f} s for it (topic_wait_s), "
+                "the saved episodes are intact",
+                now,
+            )
+        self.message = f"{self.waiting_for}; the next episode starts when it delivers again"
+        return []
 
     def begin_session(self, task: str, now: float) -> list[Command]:
         """Start recording `num_episodes` episodes of `task` (from idle)."""
         if self.state not in (State.IDLE, State.STOPPED):
             raise WorkflowError(f"cannot start a session while {self.state.name.lower()}")
+        self._refuse_while_waiting()
         self.task = validate_task(task)
         self._session = True
         self.saved_in_session = 0
@@ -138,6 +175,7 @@ class EpisodeWorkflow:
                 f"the recorder is {self.state.name.lower()}; episodes can be requested only when it is idle"
             )
         validate_task(task)
+        self._refuse_while_waiting()
         self._session = False
         self._duration_s = duration_s if duration_s > 0 and math.isfinite(duration_s) else self.config.episode_time_s
         self._stop_after_save = False
@@ -211,7 +249,7 @@ class EpisodeWorkflow:
             self._finish(now)
             return []
         if self.config.reset_time_s <= 0:
-            return self._start(now)
+            return self._next_in_session(now)
         self._enter(State.RESETTING, now)
         return []
 
@@ -242,7 +280,7 @@ class EpisodeWorkflow:
 
     def _after_reset(self, now: float) -> list[Command]:
         self._rerecord = False
-        return self._start(now)
+        return self._next_in_session(now)
 
     def _finish(self, now: float) -> None:
         self._session = False
