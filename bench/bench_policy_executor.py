@@ -15,7 +15,15 @@ observation stamp and the inference time), command jitter (|interval - period|, 
 gaps longer than 1.5 periods, plus the executor's own hold time), and the largest command step at chunk
 boundaries vs inside chunks. Ratios are baseline / ours. Writes bench/results/policy_executor.json.
 
+`--takeover` measures instead how long taking a chunk over delays the executor's 100 Hz tick: the same
+`action_executor` process is sent 10-step and 100,000-step chunks (every 0.5 s), and the delay of each tick is
+the interval between consecutive command stamps minus the period (max and p99), for this tree's executor
+("after": the chunk thread takes chunks over; also with `realtime`, the tick thread SCHED_FIFO) and for the
+executor of `--before` ("before": the tick thread took them over itself, lock held), all in the same run.
+Writes bench/results/policy_executor_takeover.json.
+
     .venv/bin/python bench/bench_policy_executor.py [--seconds 8] [--quick]
+    .venv/bin/python bench/bench_policy_executor.py --takeover [--before 6243485]
 """
 
 from __future__ import annotations
@@ -46,6 +54,12 @@ FREQUENCY = 0.5
 # that both compete equally against the rest of the machine; 0 = normal scheduling.
 PRIORITY = 50
 RESULTS = Path(__file__).resolve().parent / "results" / "policy_executor.json"
+TAKEOVER_RESULTS = RESULTS.with_name("policy_executor_takeover.json")
+# The last commit whose executor took chunks over in its tick thread (the "before" of --takeover).
+TAKEOVER_BEFORE = "6243485"
+TAKEOVER_SIZES = (10, 100_000)
+TAKEOVER_CHUNKS = 8
+TAKEOVER_RATE = 100.0
 
 
 def write_contract(path: Path, fps: int) -> Path:
@@ -281,7 +295,8 @@ def run_system(system: str, delay_factor: float, rate: float, seconds: float, wo
              "-p", f"contract:={contract}", "-p", f"inference_workers:={min(workers, 16)}", "-p", "margin:=0.1",
              "-p", "threshold:=0.0", "-p", "max_observation_age:=0.5"],
             [str(bin_dir / "action_executor"), "--ros-args", "-r", "__ns:=/follower", "-p", "output:=joint_commands",
-             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5", "-p", f"thread_priority:={PRIORITY}",
+             "-p", f"rate:={rate}", "-p", "diagnostics_period:=0.5", "-p", "realtime:=true",
+             "-p", f"realtime_priority:={PRIORITY}", "-p", "realtime_lock_memory:=false",
              "-p", f"joint_names:=[{','.join(JOINTS)}]", "-p", f"joint_limits_lower:=[{','.join(['-3.2'] * 6)}]",
              "-p", f"joint_limits_upper:=[{','.join(['3.2'] * 6)}]", "-p", "max_velocity:=100.0"],
         ]  # fmt: skip
@@ -380,13 +395,155 @@ def headline(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def takeover_chunk(horizon: int, value: float, stamp: Any, chunk_id: int) -> Any:
+    """An ActionChunk of `horizon` 10 ms steps holding `value`, built without a per-step Python loop."""
+    import array
+
+    from lerobot_msgs.msg import ActionChunk
+
+    msg = ActionChunk(names=JOINTS, horizon=horizon, chunk_id=chunk_id)
+    msg.period.nanosec = int(1e9 / TAKEOVER_RATE)
+    msg.header.stamp = stamp
+    msg.data = array.array("f", np.full(horizon * len(JOINTS), value, dtype=np.float32).tobytes())
+    return msg
+
+
+def tick_delays(commands: list[tuple[float, float, np.ndarray]]) -> dict[str, Any]:
+    """Delay of each tick: the interval between consecutive command stamps (the tick's clock) minus the period."""
+    stamps = np.array([s for _, s, _ in commands])
+    if len(stamps) < 3:
+        return {"error": f"only {len(stamps)} commands received"}
+    delays = np.maximum(np.diff(stamps) - 1.0 / TAKEOVER_RATE, 0.0) * 1e3
+    return {
+        "ticks": len(stamps),
+        "max_ms": round(float(delays.max()), 3),
+        "p99_ms": round(float(np.percentile(delays, 99)), 3),
+        "p50_ms": round(float(np.percentile(delays, 50)), 3),
+    }
+
+
+def run_takeover_version(version: str, pythonpath: str | None, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One executor (this tree's or --before's): tick delays while 10-step, then 100,000-step chunks arrive."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from lerobot_msgs.msg import ActionChunk
+    from lerobot_ros.dds import clean_stale_shm, ros_environment
+    from lerobot_ros.testing import lease_domain
+
+    lease = lease_domain()
+    env = ros_environment()
+    env.update(ROS_DOMAIN_ID=str(lease.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    os.environ.update({k: v for k, v in env.items() if k != "PYTHONPATH"})
+    argv = [str(Path(sys.executable).parent / "action_executor"), "--ros-args", "-r", "__ns:=/follower",
+            "-p", "output:=joint_commands", "-p", f"rate:={TAKEOVER_RATE}", "-p", "diagnostics_period:=0.5",
+            "-p", "max_chunk_steps:=200000", "-p", f"joint_names:=[{','.join(JOINTS)}]",
+            "-p", f"joint_limits_lower:=[{','.join(['-3.2'] * 6)}]",
+            "-p", f"joint_limits_upper:=[{','.join(['3.2'] * 6)}]", "-p", "max_velocity:=100.0", *extra]  # fmt: skip
+    robot = Robot(lease.domain_id)
+    qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+    chunks = robot.node.create_publisher(ActionChunk, "/policy/action_chunk", qos)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    result: dict[str, Any] = {"version": version}
+    try:
+        deadline = time.monotonic() + 60.0
+        with robot.lock:
+            robot.commands, robot.recording = [], True
+        while time.monotonic() < deadline:  # the first chunk starts the command stream
+            chunks.publish(takeover_chunk(10, 0.0, robot.node.get_clock().now().to_msg(), 0))
+            time.sleep(0.2)
+            with robot.lock:
+                if len(robot.commands) > 10:
+                    break
+        else:
+            return {"version": version, "error": "no commands within 60 s"}
+        for horizon in TAKEOVER_SIZES:
+            with robot.lock:
+                accepted_before = int(robot.diagnostics.get("chunks_accepted", "0"))
+                robot.commands, robot.recording = [], True
+            for i in range(TAKEOVER_CHUNKS):
+                stamp = robot.node.get_clock().now().to_msg()
+                chunks.publish(takeover_chunk(horizon, 0.1 * (i % 2), stamp, i + 1))
+                time.sleep(0.5)
+            time.sleep(1.0)  # the last diagnostics
+            with robot.lock:
+                robot.recording = False
+                commands = list(robot.commands)
+                diagnostics = dict(robot.diagnostics)
+            entry = tick_delays(commands)
+            entry["chunks_sent"] = TAKEOVER_CHUNKS
+            entry["chunks_accepted"] = int(diagnostics.get("chunks_accepted", "0")) - accepted_before
+            entry["tick_overruns"] = diagnostics.get("tick_overruns")
+            result[f"{horizon}_steps"] = entry
+            print(json.dumps({"takeover": version, "horizon": horizon, **entry}), flush=True)
+        return result
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        robot.close()
+        lease.release()
+        clean_stale_shm()
+
+
+def run_takeover(before: str, output: Path) -> None:
+    """--takeover: tick delays of this tree's executor and of `before`'s, same run (see the module docstring)."""
+    import tempfile
+
+    repo = Path(__file__).resolve().parents[1]
+    package = "ros_ws/src/lerobot_policy_node"
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = f"{package}/lerobot_policy_node"
+        archive = subprocess.run(["git", "-C", str(repo), "archive", before, sources], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        realtime = ("-p", "realtime:=true", "-p", f"realtime_priority:={PRIORITY}", "-p", "realtime_lock_memory:=false")
+        versions = [
+            run_takeover_version("after", None),
+            run_takeover_version(f"before ({before})", f"{tmp}/{package}"),
+            run_takeover_version(f"after, realtime (SCHED_FIFO {PRIORITY})", None, realtime),
+        ]
+    after, earlier, _ = versions
+    rows = []
+    for horizon in TAKEOVER_SIZES:
+        for stat in ("max", "p99"):
+            rows.append(
+                figure(
+                    f"tick delay while {horizon}-step chunks are taken over, {stat} (100 Hz executor)",
+                    pick(after, f"{horizon}_steps", f"{stat}_ms"),
+                    "ms",
+                    baseline=pick(earlier, f"{horizon}_steps", f"{stat}_ms"),
+                    baseline_what=f"the executor of {before} (chunks taken over in its tick thread), same run",
+                    target="<= 2 ms (issue #29)" if horizon == 100_000 and stat == "max" else None,
+                )
+            )
+    with open("/proc/loadavg") as handle:
+        load = handle.read().split()[:3]
+    report = {
+        "bench": "policy_executor_takeover",
+        "headline": rows,
+        "rate_hz": TAKEOVER_RATE,
+        "chunks_per_size": TAKEOVER_CHUNKS,
+        "before": before,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_at_end": load},
+        "results": versions,
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="recorded seconds per configuration")
     parser.add_argument("--quick", action="store_true", help="100 Hz and 0.2x only")
     parser.add_argument("--rates", type=float, nargs="+", default=list(RATES), help="control rates (Hz)")
     parser.add_argument("--delays", type=float, nargs="+", default=list(DELAYS), help="inference x chunk duration")
-    parser.add_argument("--output", type=Path, default=RESULTS, help="result JSON")
+    parser.add_argument("--output", type=Path, default=None, help="result JSON")
+    parser.add_argument("--takeover", action="store_true", help="tick delay while long chunks are taken over")
+    parser.add_argument("--before", default=TAKEOVER_BEFORE, help="--takeover: the commit of the 'before' executor")
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--delay", type=float, default=0.2, help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
@@ -394,6 +551,10 @@ def main() -> None:
     if args.baseline:
         run_baseline(args)
         return
+    if args.takeover:
+        run_takeover(args.before, args.output or TAKEOVER_RESULTS)
+        return
+    args.output = args.output or RESULTS
     import tempfile
 
     results: list[dict[str, Any]] = []
