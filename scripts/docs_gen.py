@@ -7,7 +7,9 @@
 * `reference/launch.md`: every launch file and its arguments (name, default, description);
 * `benchmarks/<name>.md`: one page per `bench/bench_<name>.py`: what it measures (its docstring), how to run
   it, and its published result (`docs/benchmarks/results/<name>*.json`, written by `scripts/bench.sh
-  --publish`) with date, commit, machine and the same-run baseline of every headline figure.
+  --publish`) with date, commit, machine and the same-run baseline of every headline figure, followed by
+  `docs/benchmarks/notes/<name>.md` when it exists (measurements written up by hand: each with its date, commit,
+  machine and same-run baseline); a notes file without a benchmark script is a page of its own.
 
 `scripts/docs_hooks.py` hands these pages to MkDocs; `python scripts/docs_gen.py OUT` writes them into OUT to
 read them without a build.
@@ -33,6 +35,7 @@ AMENT_PACKAGES = sorted([*(ROOT / "ros_ws" / "src").iterdir(), ROOT / "sim_bridg
 LAUNCH_DIRS = [ROOT / "launch", *(p / "launch" for p in AMENT_PACKAGES)]
 BENCH_DIR = ROOT / "bench"
 PUBLISHED = ROOT / "docs" / "benchmarks" / "results"
+NOTES = ROOT / "docs" / "benchmarks" / "notes"
 HELP_WIDTH = "100"
 
 
@@ -266,8 +269,17 @@ def bench_pages() -> dict[str, str]:
                 body.append("")
             else:
                 body.append("This result has no headline figures; the full JSON is in the repository.\n")
+        notes = NOTES / f"{name}.md"
+        if notes.is_file():
+            body += ["## Measurements written up\n", notes.read_text()]
         pages[f"benchmarks/{name}.md"] = "\n".join(body)
-        rows.append(f"| [{name}]({name}.md) | {title} | {'yes' if published else 'not yet'} |")
+        rows.append(f"| [{name}]({name}.md) | {title} | {'yes' if published or notes.is_file() else 'not yet'} |")
+    for notes in sorted(NOTES.glob("*.md")):
+        if f"benchmarks/{notes.stem}.md" not in pages:
+            text = notes.read_text()
+            pages[f"benchmarks/{notes.stem}.md"] = text
+            title = text.splitlines()[0].lstrip("# ") if text else notes.stem
+            rows.append(f"| [{notes.stem}]({notes.stem}.md) | {title} | yes |")
     pages["benchmarks/index.md"] = "\n".join(
         [
             "# Benchmarks\n",

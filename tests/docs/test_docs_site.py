@@ -102,7 +102,8 @@ def dom(url: str) -> str:
     ("path", "expected"),
     [
         ("/", ["lerobot-ros", "Getting started", "Guides", "Benchmarks"]),
-        ("/guides/record-and-convert/", ["bag2dataset"]),
+        ("/guides/record-and-convert/", ["Record demonstrations and convert bags", "sync report"]),
+        ("/benchmarks/reliability/", ["accepted with changed data"]),
         ("/reference/cli/bag2dataset/", ["usage: lerobot-ros bag2dataset", "--contract"]),
         ("/reference/nodes/lerobot_recorder.recorder/", ["episode_time_s", "read-only"]),
         ("/benchmarks/bag2dataset/", ["How to run it", "Last published result"]),

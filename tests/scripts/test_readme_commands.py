@@ -1,6 +1,7 @@
-"""The README's commands stay true: every `lerobot-ros launch` line resolves, every other `lerobot-ros` line parses.
+"""The documented commands stay true: every `lerobot-ros launch` line resolves, every other `lerobot-ros` line parses.
 
-Commands come from the README's shell code blocks (continuation lines joined, comments and anything after a
+Commands come from the shell code blocks of the README and of every page of the documentation site (docs/)
+(continuation lines joined, comments and anything after a
 shell operator dropped). Files the README tells the reader to create are created first, in a scratch
 folder that mirrors the repository: `cp SRC DST` lines copy, and YAML blocks whose first line is
 `# NAME.yaml...` are written as NAME.yaml (contracts among them are loaded, so they must be valid).
@@ -29,6 +30,7 @@ from lerobot_ros.cli import build_parser, load_commands
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+DOCS = [README, *sorted((REPO / "docs").rglob("*.md"))]
 LEROBOT_ROS = Path(sys.prefix) / "bin" / "lerobot-ros"
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console", ""}
 SHELL_OPERATORS = {"|", "||", "&", "&&", ";", ";;", "(", ")", "<", ">", ">>"}
@@ -47,9 +49,10 @@ class CodeBlock:
 class Command:
     line: int
     argv: tuple[str, ...]
+    source: str = "README.md"
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: {shlex.join(self.argv)}"
+        return f"{self.source}:{self.line}: {shlex.join(self.argv)}"
 
 
 def code_blocks(markdown: str) -> list[CodeBlock]:
@@ -101,7 +104,7 @@ def _words(line: str) -> list[str]:
     return words
 
 
-def shell_commands(markdown: str, program: str) -> list[Command]:
+def shell_commands(markdown: str, program: str, source: str = "README.md") -> list[Command]:
     """Every command line of the shell blocks that runs `program`."""
     found = []
     for block in code_blocks(markdown):
@@ -110,7 +113,7 @@ def shell_commands(markdown: str, program: str) -> list[Command]:
         for line, text in _logical_lines(block):
             words = _words(text)
             if words and words[0] == program:
-                found.append(Command(line, tuple(words)))
+                found.append(Command(line, tuple(words), source))
     return found
 
 
@@ -161,13 +164,14 @@ def check_cli_line(parser: argparse.ArgumentParser, command: Command) -> list[st
     return problems
 
 
-README_TEXT = README.read_text()
-CLI_COMMANDS = shell_commands(README_TEXT, "lerobot-ros")
+TEXTS = {str(path.relative_to(REPO)): path.read_text() for path in DOCS}
+README_TEXT = "\n".join(TEXTS.values())
+CLI_COMMANDS = [c for source, text in TEXTS.items() for c in shell_commands(text, "lerobot-ros", source)]
 LAUNCH_COMMANDS = [c for c in CLI_COMMANDS if c.argv[1:2] == ("launch",)]
 
 
 def _ids(commands: list[Command]) -> list[str]:
-    return [f"line{c.line}" for c in commands]
+    return [f"{c.source}:{c.line}" for c in commands]
 
 
 def test_extraction_joins_continuations_and_stops_at_operators_and_comments() -> None:
@@ -195,7 +199,7 @@ def test_cli_check_rejects_unknown_flags_and_values() -> None:
     assert any("invalid choice" in p for p in problems)
 
 
-def test_readme_documents_the_user_stories() -> None:
+def test_the_docs_document_the_user_stories() -> None:
     covered = {c.argv[1] for c in CLI_COMMANDS if len(c.argv) > 1}
     assert {"launch", "topic", "node", "bag", "bag2dataset", "dataset", "dataset2bag", "train", "eval"} <= covered
     assert len(LAUNCH_COMMANDS) >= 10
