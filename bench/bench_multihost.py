@@ -16,8 +16,15 @@ Needs root (network namespaces). The default run is short (1 camera: one host, t
 1 % loss, the policy node on the inference host); `--full` runs both variants x 1 and 2 cameras x 0/5/20 ms x
 0/1 % loss (28 stacks, about 40 min here); `--variants/--cameras/--links` pick a part of it.
 
+`--compression` instead compares how camera images travel to a policy server over a rate-limited link (tbf,
+`--rate` Mbit/s each way, default 5): raw vs PNG vs JPEG (quality 90), and raw with two inference workers, in
+one run against one server (tests/multihost/link_client.py: the policy node's scheduler, executor starvation
+accounting and bottleneck advice around `RemotePolicy`; a numpy policy taking one 240x320 camera, 15-step chunks
+at 30 fps, no model time, so the link is what is measured). Writes bench/results/multihost_compression.json.
+
 Usage: sudo .venv/bin/python bench/bench_multihost.py [--full] [--variants node,server] [--cameras 1,2]
        [--links 0:0,5:0,20:1] [--record 10]
+       sudo .venv/bin/python bench/bench_multihost.py --compression [--rate 5] [--record 20]
 """
 
 from __future__ import annotations
@@ -41,6 +48,11 @@ RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT / "tests" / "multihost"))
 
 from harness import Link, OneHost, make_checkpoint, start_stack, summarize, two_hosts, unavailable, write_contract  # noqa: E402
+
+FAKE_SERVER = ROOT / "tests" / "policy_server" / "fake_policy_server.py"
+LINK_CLIENT = ROOT / "tests" / "multihost" / "link_client.py"
+# (image encoding, inference workers) compared over the limited link.
+COMPRESSION_RUNS = (("raw", 1), ("raw", 2), ("png", 1), ("jpeg", 1))
 
 
 def run_one(
@@ -113,6 +125,80 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def compression(root: Path, rate_mbit_s: float, record_s: float, port: int = 50858) -> list[dict[str, Any]]:
+    """Each of COMPRESSION_RUNS for `record_s` s through one tbf-limited link to one server (same run)."""
+    from lerobot_ros.testing import ProcessGroup
+
+    runs = []
+    group = ProcessGroup(dict(os.environ), root / "compression_logs")
+    with two_hosts(root / "hosts_compression") as hosts:
+        try:
+            wire = group.start(hosts.wire_command(Link(), root / "wire_compression.json"), name="wire")
+            wire.wait_for_output("wire up", timeout=30)
+            for host in ("robot", "inference"):
+                hosts.limit_rate(host, rate_mbit_s)
+            server = group.start(hosts.command("inference", [sys.executable, str(FAKE_SERVER), "--port", str(port),
+                                 "--host", "0.0.0.0", "--camera", "240x320", "--horizon", "15", "--fps", "30"]),
+                                 name="server")  # fmt: skip
+            server.wait_for_output(f"serving on {port}", timeout=60)
+            url = f"grpc://{hosts.address['inference']}:{port}"
+            for encoding, workers in COMPRESSION_RUNS:
+                argv = [sys.executable, str(LINK_CLIENT), "--url", url, "--encoding", encoding, "--workers",
+                        str(workers), "--duration", str(record_s)]  # fmt: skip
+                client = group.start(hosts.command("robot", argv), name=f"client_{encoding}_{workers}")
+                code = client.wait(timeout=record_s + 180)
+                lines = [line for line in client.output().splitlines() if line.startswith("RESULT ")]
+                result = json.loads(lines[-1][7:]) if lines else {"error": f"exit {code}: {client.output()[-300:]}"}
+                runs.append({"encoding": encoding, "workers": workers, "rate_mbit_s": rate_mbit_s, **result})
+                print(json.dumps(runs[-1]), flush=True)
+        finally:
+            group.stop_all()
+    return runs
+
+
+def compression_main(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench_multihost_") as scratch:
+        runs = compression(Path(scratch), args.rate, args.record)
+
+    def find(encoding: str, workers: int = 1) -> dict[str, Any]:
+        return next((r for r in runs if (r["encoding"], r["workers"]) == (encoding, workers)), {})
+
+    raw, jpeg = find("raw"), find("jpeg")
+    baseline_what = f"raw images, 1 worker, same link ({args.rate:g} Mbit/s tbf) and server, same run"
+    headline = [
+        figure(f"executor starvation, JPEG q90 images over {args.rate:g} Mbit/s, 1 camera 240x320",
+               jpeg.get("starvation_fraction"), "fraction of time", baseline=raw.get("starvation_fraction"),
+               baseline_what=baseline_what, target="<= 0.05"),
+        figure("executor starvation, PNG images", find("png").get("starvation_fraction"), "fraction of time",
+               baseline=raw.get("starvation_fraction"), baseline_what=baseline_what),
+        figure("executor starvation, raw images, 2 inference workers", find("raw", 2).get("starvation_fraction"),
+               "fraction of time", baseline=raw.get("starvation_fraction"), baseline_what=baseline_what),
+        figure("request size, JPEG q90", jpeg.get("request_bytes"), "bytes", baseline=raw.get("request_bytes"),
+               baseline_what=baseline_what),
+    ]  # fmt: skip
+    results = {
+        "benchmark": "multihost_compression",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        "record_s": args.record,
+        "rate_mbit_s": args.rate,
+        "runs": runs,
+        "headline": headline,
+    }
+    out = args.out if args.out != RESULTS / "multihost.json" else RESULTS / "multihost_compression.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(headline, indent=2))
+    print("| images | workers | request (kB) | on the wire (s) | starvation (% of time) | bottleneck |")
+    print("|---|---|---|---|---|---|")
+    for run in runs:
+        if "error" in run:
+            print(f"| {run['encoding']} | {run['workers']} | failed: {run['error'][:80]} |")
+            continue
+        print(f"| {run['encoding']} | {run['workers']} | {run['request_bytes'] / 1000:.1f} | {run['transfer_s']:.3f} "
+              f"| {100 * run['starvation_fraction']:.1f} | {run['bottleneck']} |")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="both variants x 1/2 cameras x 0/5/20 ms x 0/1 %% loss")
@@ -121,10 +207,14 @@ def main() -> int:
     parser.add_argument("--links", default="0:0,20:1", help="one-way delay ms:loss %% pairs, e.g. 0:0,5:0,20:1")
     parser.add_argument("--record", type=float, default=10.0, help="seconds recorded per configuration")
     parser.add_argument("--out", type=Path, default=RESULTS / "multihost.json")
+    parser.add_argument("--compression", action="store_true", help="raw vs PNG vs JPEG images to a policy server")
+    parser.add_argument("--rate", type=float, default=5.0, help="--compression: link rate, Mbit/s each way")
     args = parser.parse_args()
     reason = unavailable()
     if reason:
         raise SystemExit(f"bench_multihost: {reason}")
+    if args.compression:
+        return compression_main(args)
     runs: list[dict[str, Any]] = []
     configs = configurations(args.full, args.variants, args.cameras, args.links)
     with tempfile.TemporaryDirectory(prefix="bench_multihost_") as scratch:

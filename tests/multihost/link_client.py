@@ -45,7 +45,8 @@ def run(url: str, encoding: str, quality: int, duration_s: float, workers: int, 
     executor.reset(np.zeros(policy.action_dim), time.monotonic_ns())
     lock = threading.Lock()
     first_chunk_ns: list[int] = []
-    failures: list[str] = []
+    errors: list[str] = []  # failed Predict calls
+    rejected: list[str] = []  # chunks the executor refused (one that ends before it arrives: too late)
 
     def infer(observation_ns: int) -> None:
         start = time.perf_counter()
@@ -54,7 +55,7 @@ def run(url: str, encoding: str, quality: int, duration_s: float, workers: int, 
                 {"observation.state": np.zeros(policy.action_dim), camera.key: image, "timestamp": observation_ns / NS}
             )
         except Exception as err:  # reported in the JSON; the loop goes on as the node's does
-            failures.append(f"{type(err).__name__}: {err}")
+            errors.append(f"{type(err).__name__}: {err}")
             with lock:
                 scheduler.inference_finished(observation_ns, time.perf_counter() - start, False)
             return
@@ -62,9 +63,11 @@ def run(url: str, encoding: str, quality: int, duration_s: float, workers: int, 
         with lock:
             scheduler.inference_finished(observation_ns, time.perf_counter() - start, True)
             try:
-                executor.submit(Chunk(observation_ns, period_ns, actions), now)
+                executor.submit(
+                    Chunk(observation_ns, period_ns, actions, len(rejected) + executor.stats.chunks_accepted + 1), now
+                )
             except ChunkRejected as err:
-                failures.append(str(err))
+                rejected.append(str(err))
             if not first_chunk_ns:
                 first_chunk_ns.append(now)
 
@@ -108,7 +111,9 @@ def run(url: str, encoding: str, quality: int, duration_s: float, workers: int, 
         "encode_s": figures.encode_s if figures else None,
         "bottleneck": advice.bottleneck.value,
         "advice": advice.message,
-        "failures": failures[:5],
+        "chunks_rejected": len(rejected),
+        "rejections": rejected[:3],
+        "errors": errors[:5],
     }
 
 
@@ -119,7 +124,7 @@ def main() -> int:
     parser.add_argument("--jpeg-quality", type=int, default=90)
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--margin", type=float, default=0.15, help="the node's `margin` (s): slack for CPU stalls")
     args = parser.parse_args()
     result = run(args.url, args.encoding, args.jpeg_quality, args.duration, args.workers, args.margin)
     print("RESULT " + json.dumps(result), flush=True)

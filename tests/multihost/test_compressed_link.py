@@ -67,4 +67,4 @@ def test_jpeg_images_keep_the_executor_fed_where_raw_ones_starve_it(processes, t
     assert raw["bottleneck"] == "link" and "set image_encoding:=jpeg" in raw["advice"], raw
     assert "raise inference_workers" not in raw["advice"]
     assert jpeg["starvation_fraction"] <= 0.05, jpeg
-    assert not raw["failures"] and not jpeg["failures"]
+    assert not raw["errors"] and not jpeg["errors"]
