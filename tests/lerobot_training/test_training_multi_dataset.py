@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from test_training_trainer import run_cli
 from lerobot_recorder.dataset import DatasetReader
 from lerobot_recorder.dataset.merge import merge_datasets
 from lerobot_ros.command import CommandError
+from lerobot_ros.testing import write_hub_cache
 from lerobot_training.data import PolicyDataset, dataset_features, open_reader, training_stats
 from lerobot_training.trainer import TrainConfig, Trainer
 
@@ -102,26 +102,9 @@ def test_datasets_with_different_features_or_fps_are_refused(make_dataset: Calla
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def _hub_cache(cache: Path, repo_id: str, dataset: Path) -> Path:
-    """The layout huggingface_hub's snapshot_download leaves in HF_HUB_CACHE (blobs linked from a snapshot)."""
-    repo = cache / f"datasets--{repo_id.replace('/', '--')}"
-    snapshot = repo / "snapshots" / COMMIT
-    for path in sorted(dataset.rglob("*")):
-        if path.is_file() and ".lerobot_ros_staging" not in path.parts:
-            blob = repo / "blobs" / f"{abs(hash(str(path))):x}"
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, blob)
-            link = snapshot / path.relative_to(dataset)
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    return snapshot
-
-
 def test_a_hub_repo_id_trains_from_the_huggingface_cache_offline(tiny_dataset: Path, tmp_path: Path) -> None:
     cache = tmp_path / "hf-cache"
-    snapshot = _hub_cache(cache, "someone/tiny", tiny_dataset)
+    snapshot = write_hub_cache(cache, "someone/tiny", tiny_dataset, COMMIT)
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
     sets = [f"--set={k}={json.dumps(v)}" for k, v in TINY["act"].items()]
     features = [f"--feature={key}" for key in VECTOR_INPUTS]

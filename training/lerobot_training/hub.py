@@ -81,36 +81,12 @@ class DatasetSourceError(TrainingError):
     """A `--dataset` value is neither a local dataset folder nor a Hub dataset that can be fetched."""
 
 
-def _looks_like_repo_id(value: str) -> bool:
-    parts = value.split("/")
-    return len(parts) == 2 and all(parts) and not value.startswith((".", "~")) and "\\" not in value
-
-
 def resolve_dataset(value: str | Path, *, revision: str | None = None) -> Path:
-    """A local dataset folder for `value`: the folder itself, or a Hub dataset repo id (`user/name`) downloaded
-    with huggingface_hub's `snapshot_download` into the Hugging Face cache (HF_HUB_CACHE; with HF_HUB_OFFLINE=1
-    the cached snapshot is used without any network call). A local folder wins over a repo id of the same name."""
-    path = Path(value)
-    if path.exists():
-        return path
-    text = str(value)
-    if not _looks_like_repo_id(text):
-        return path  # the reader names the missing folder
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    """A local dataset folder for `value`: the folder itself, or a Hub dataset repo id (`user/name`) from the Hugging
+    Face cache, downloaded there when not cached (`lerobot_recorder.hub.resolve_dataset_root`)."""
+    from lerobot_recorder.hub import HubError, resolve_dataset_root
 
     try:
-        local = snapshot_download(repo_id=text, repo_type="dataset", revision=revision)
-    except RepositoryNotFoundError:
-        raise DatasetSourceError(f"--dataset {text}: no such dataset on the Hub (or it is private: log in)") from None
-    except LocalEntryNotFoundError:
-        raise DatasetSourceError(
-            f"--dataset {text}: not in the local Hugging Face cache and the Hub cannot be reached "
-            "(HF_HUB_OFFLINE=1 or no network); download it once online or pass a local folder"
-        ) from None
-    except (HfHubHTTPError, OSError, ValueError) as err:
-        raise DatasetSourceError(f"--dataset {text}: download failed: {err}") from None
-    root = Path(local)
-    if not (root / "meta" / "info.json").is_file():
-        raise DatasetSourceError(f"--dataset {text}: the Hub snapshot {root} holds no meta/info.json (not LeRobot v3)")
-    return root
+        return resolve_dataset_root(value, revision=revision)
+    except HubError as err:
+        raise DatasetSourceError(f"--dataset {err}") from None

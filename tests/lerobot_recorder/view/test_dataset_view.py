@@ -179,7 +179,39 @@ def test_bad_arguments_are_one_line(two_episodes, tmp_path, monkeypatch, argv, m
 def test_not_a_dataset(tmp_path):
     status, out = run_dataset_command("view", str(tmp_path), "--save", str(tmp_path / "x.rrd"))
     assert status == 2
-    assert out.strip() == f"{tmp_path} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder"
+    assert out.strip() == (
+        f"{tmp_path} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder or a Hub repo id"
+    )
+
+
+def test_a_hub_repo_id_is_viewed_from_the_huggingface_cache(two_episodes, tmp_path):
+    """`dataset view user/name`: the snapshot in HF_HUB_CACHE (offline: no network call); one that is not cached
+    is a one-line error saying so and how to get it."""
+    import os
+    import subprocess
+
+    from lerobot_ros.testing import write_hub_cache
+
+    root, _ = two_episodes
+    cache = tmp_path / "hf-cache"
+    write_hub_cache(cache, "someone/two_episodes", root, "0123456789abcdef0123456789abcdef01234567")
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf-home")}
+
+    def view(repo_id: str, rrd: Path) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "lerobot_ros.cli", "dataset", "view", repo_id, "--episode", "1", "--save", rrd]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+
+    shown = view("someone/two_episodes", tmp_path / "hub.rrd")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "episode 1: 6 frames" in shown.stdout
+    assert read_rrd(tmp_path / "hub.rrd")["/cameras/front"].rows == 6
+    absent = view("someone/absent", tmp_path / "absent.rrd")
+    assert absent.returncode == 2 and not (tmp_path / "absent.rrd").exists()
+    lines = absent.stderr.strip().splitlines()
+    assert lines[-1].endswith(
+        "someone/absent: not in the local Hugging Face cache and the Hub cannot be reached "
+        "(HF_HUB_OFFLINE=1 or no network); download it once online or pass a local folder"
+    ), absent.stderr
 
 
 def test_no_viewer_available_names_the_alternatives(two_episodes, monkeypatch):

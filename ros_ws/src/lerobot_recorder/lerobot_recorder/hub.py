@@ -1,4 +1,5 @@
-"""Upload a LeRobot v3 dataset to the Hugging Face Hub the way LeRobot's `LeRobotDataset.push_to_hub` does.
+"""Upload a LeRobot v3 dataset to the Hugging Face Hub the way LeRobot's `LeRobotDataset.push_to_hub` does, and
+find the local folder of a Hub dataset repo id (`resolve_dataset_root`).
 
 The sequence (lerobot 0.4.4): `create_repo(repo_type="dataset", exist_ok=True)`, `upload_folder` of the
 dataset root (temporary `images/` and this project's writer staging folder left out), a dataset card
@@ -107,3 +108,41 @@ def push_dataset(
     except (HfHubHTTPError, OSError, ValueError) as err:
         raise HubError(f"push of {root} to {repo_id} failed: {err}") from None
     return str(url)
+
+
+def looks_like_repo_id(value: str) -> bool:
+    """`user_or_org/name` (not a relative path such as ./a or ~/a)."""
+    parts = value.split("/")
+    return len(parts) == 2 and all(parts) and not value.startswith((".", "~")) and "\\" not in value
+
+
+def resolve_dataset_root(value: str | Path, *, revision: str | None = None) -> Path:
+    """A local dataset folder for `value`: the folder itself, or a Hub dataset repo id (`user/name`) fetched with
+    huggingface_hub's `snapshot_download` into the Hugging Face cache (HF_HUB_CACHE; with HF_HUB_OFFLINE=1 the
+    cached snapshot is used without any network call). A local folder wins over a repo id of the same name; a value
+    that is neither is returned as a path (the reader names the missing folder). Raises `HubError` naming `value`.
+    """
+    path = Path(value)
+    if path.exists():
+        return path
+    text = str(value)
+    if not looks_like_repo_id(text):
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        local = snapshot_download(repo_id=text, repo_type="dataset", revision=revision)
+    except RepositoryNotFoundError:
+        raise HubError(f"{text}: no such dataset on the Hub (or it is private: log in)") from None
+    except LocalEntryNotFoundError:
+        raise HubError(
+            f"{text}: not in the local Hugging Face cache and the Hub cannot be reached "
+            "(HF_HUB_OFFLINE=1 or no network); download it once online or pass a local folder"
+        ) from None
+    except (HfHubHTTPError, OSError, ValueError) as err:
+        raise HubError(f"{text}: download failed: {err}") from None
+    root = Path(local)
+    if not (root / "meta" / "info.json").is_file():
+        raise HubError(f"{text}: the Hub snapshot {root} holds no meta/info.json (not LeRobot v3)")
+    return root

@@ -142,7 +142,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_dataset_view_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("root", type=Path, metavar="ROOT", help="dataset folder (holds meta/info.json)")
+    parser.add_argument(
+        "root",
+        metavar="ROOT",
+        help="dataset folder (holds meta/info.json), or a Hub dataset repo id (user/name) from the Hugging Face cache "
+        "(downloaded there when not cached; with HF_HUB_OFFLINE=1 only the cache is used)",
+    )
     parser.add_argument("--episode", type=int, default=0, metavar="N", help="episode index (default 0)")
     parser.add_argument(
         "--image-rate",
@@ -159,9 +164,16 @@ def run_dataset_view(args: argparse.Namespace) -> int:
 
     if args.image_rate < 0:
         raise CommandError("--image-rate must be >= 0 (0 = every frame)")
-    root: Path = args.root
+    from lerobot_recorder.hub import HubError, resolve_dataset_root
+
+    try:
+        root = args.root = resolve_dataset_root(args.root)
+    except HubError as err:
+        raise CommandError(str(err)) from None
     if not (root / "meta" / "info.json").is_file():
-        raise CommandError(f"{root} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder")
+        raise CommandError(
+            f"{root} is not a LeRobot dataset (no meta/info.json); pass the dataset root folder or a Hub repo id"
+        )
     try:
         reader = DatasetReader(root)
     except DatasetError as err:

@@ -138,6 +138,27 @@ def lerobot_train(workdir: Path, dataset: Path, repo_id: str, policy_args: Seque
     return out / "checkpoints" / "last" / "pretrained_model"
 
 
+def write_hub_cache(cache: Path, repo_id: str, folder: Path, commit: str, repo_type: str = "dataset") -> Path:
+    """`folder` laid out in `cache` as huggingface_hub's snapshot_download leaves a repo in HF_HUB_CACHE (blobs
+    linked from `snapshots/<commit>`, `refs/main`); returns the snapshot folder. With HF_HUB_CACHE=cache and
+    HF_HUB_OFFLINE=1 a command finds `repo_id` there without any network call."""
+    import shutil
+
+    repo = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / commit
+    for index, path in enumerate(sorted(folder.rglob("*"))):
+        if path.is_file() and ".lerobot_ros_staging" not in path.parts:
+            blob = repo / "blobs" / f"{index:040x}"
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, blob)
+            link = snapshot / path.relative_to(folder)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
 class ManagedProcess:
     """A child process in its own process group whose output is collected line by line."""
 
