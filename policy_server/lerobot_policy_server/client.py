@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from lerobot_policy_server import images, protocol
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, PredictRequest, ProtocolError
+from lerobot_policy_server.security import ClientSecurity, token_metadata
 from lerobot_policy_server.service import MESSAGE_OPTIONS, one_line
 
 SCHEME = "grpc://"
@@ -81,7 +82,9 @@ class PolicyClient:
         timeout_s: float = 5.0,
         image_encoding: str = protocol.RAW,
         jpeg_quality: int = images.DEFAULT_JPEG_QUALITY,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """`security`: the token and TLS files the server asks for (SecurityError, a ValueError, when unusable)."""
         host, port = parse_address(url)
         if not timeout_s > 0:
             raise ValueError(f"timeout must be > 0 s, got {timeout_s}")
@@ -91,7 +94,14 @@ class PolicyClient:
         self.image_encoding = image_encoding
         self.jpeg_quality = int(jpeg_quality)
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self._channel = grpc.insecure_channel(target, options=[*MESSAGE_OPTIONS, *connect_options(timeout_s)])
+        security = security or ClientSecurity()
+        options = [*MESSAGE_OPTIONS, *connect_options(timeout_s)]
+        credentials = security.credentials()
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            self._channel = grpc.secure_channel(target, credentials, options=options)
+        self._metadata = token_metadata(security.token) if security.token else None
         self._calls = {name: self._channel.unary_unary(f"/{protocol.SERVICE}/{name}") for name in protocol.METHODS}
 
     def close(self) -> None:
@@ -105,7 +115,9 @@ class PolicyClient:
 
     def _call(self, method: str, frame: bytes, timeout_s: float | None) -> bytes:
         try:
-            reply: bytes = self._calls[method](frame, timeout=timeout_s or self.timeout_s, wait_for_ready=False)
+            reply: bytes = self._calls[method](
+                frame, timeout=timeout_s or self.timeout_s, wait_for_ready=False, metadata=self._metadata
+            )
         except grpc.RpcError as err:
             status: Any = err
             code_name = status.code().name if status.code() is not None else "UNKNOWN"
@@ -115,6 +127,8 @@ class PolicyClient:
                 details = f"policy server {self.url} unreachable: {details}"
             elif code is ErrorCode.DEADLINE_EXCEEDED:
                 details = f"policy server {self.url} did not answer {method} within {timeout_s or self.timeout_s:g} s"
+            elif code in (ErrorCode.UNAUTHENTICATED, ErrorCode.RESOURCE_EXHAUSTED):
+                details = f"policy server {self.url} refused {method}: {details}"
             raise RemoteError(code, details) from None
         return reply
 
@@ -129,6 +143,13 @@ class PolicyClient:
             protocol.decode_info, self._call("Info", protocol.encode_info_request(), timeout_s)
         )
         return info
+
+    def stats(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """The server's counts of calls and refusals, and its limits (the Stats reply)."""
+        stats: dict[str, Any] = self._decode(
+            protocol.decode_stats_reply, self._call("Stats", protocol.encode_stats_request(), timeout_s)
+        )
+        return stats
 
     def reset(self, timeout_s: float | None = None) -> None:
         self._decode(protocol.decode_reset_reply, self._call("Reset", protocol.encode_reset_request(), timeout_s))

@@ -36,7 +36,7 @@ import numpy.typing as npt
 PROTOCOL_VERSION = 1
 MAGIC = b"LRPS"
 SERVICE = "lerobot_policy_server.PolicyServer"
-METHODS = ("Info", "Predict", "Reset")
+METHODS = ("Info", "Predict", "Reset", "Stats")
 DEFAULT_PORT = 50051
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 MAX_HEADER_BYTES = 4 * 1024 * 1024
@@ -58,6 +58,8 @@ class Kind(enum.IntEnum):
     PREDICT_REPLY = 4
     RESET_REQUEST = 5
     RESET_REPLY = 6
+    STATS_REQUEST = 7
+    STATS_REPLY = 8
 
 
 class ErrorCode(str, enum.Enum):
@@ -69,6 +71,8 @@ class ErrorCode(str, enum.Enum):
     UNAVAILABLE = "UNAVAILABLE"  # no server at the address, or it went away
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # no answer within the call's timeout
     UNIMPLEMENTED = "UNIMPLEMENTED"  # not a policy server (unknown method)
+    UNAUTHENTICATED = "UNAUTHENTICATED"  # no token, or not the server's
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the server is busy, or the request is larger than it admits
     UNKNOWN = "UNKNOWN"
 
 
@@ -391,6 +395,41 @@ def decode_predict_reply(data: bytes) -> PredictReply:
         inference_time_s=float(seconds),
         action_names=_names(header.get("action_names", []), "action_names"),
     )
+
+
+def encode_stats_request() -> bytes:
+    return _frame(Kind.STATS_REQUEST, {})
+
+
+def decode_stats_request(data: bytes) -> None:
+    _unframe(data, Kind.STATS_REQUEST)
+
+
+def encode_stats_reply(fields: Mapping[str, Any]) -> bytes:
+    return _frame(Kind.STATS_REPLY, fields)
+
+
+def decode_stats_reply(data: bytes) -> dict[str, Any]:
+    """The server's counts (``counts``: name -> int) and limits (``limits``)."""
+    header, _ = _unframe(data, Kind.STATS_REPLY)
+    counts = header.get("counts")
+    if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
+        raise ProtocolError("field 'counts' must map names to integers")
+    return header
+
+
+def check_request_size(inputs: tuple[FeatureSpec, ...], request: PredictRequest) -> None:
+    """ProtocolError (RESOURCE_EXHAUSTED) when a request's tensors (raw or compressed) hold more bytes than the
+    policy's inputs do as raw tensors (a sixteenth more for compressed images that do not compress), checked
+    before anything is decoded or copied."""
+    needed = sum(math.prod(spec.shape) * np.dtype(spec.dtype).itemsize for spec in inputs)
+    sent = sum(value.nbytes for value in request.observation.values())
+    sent += sum(len(image.data) for image in getattr(request, "images", {}).values())
+    if sent > needed + needed // 16 + 65536:
+        raise ProtocolError(
+            f"the request's tensors hold {sent} bytes, more than the policy's inputs need ({needed})",
+            ErrorCode.RESOURCE_EXHAUSTED,
+        )
 
 
 def check_observation(inputs: tuple[FeatureSpec, ...], observation: Mapping[str, npt.NDArray[Any]]) -> None:

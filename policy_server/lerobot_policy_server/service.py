@@ -13,7 +13,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent import futures
 from typing import Any, NoReturn, Protocol
 
 import grpc
@@ -21,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from lerobot_policy_server import images, protocol
+from lerobot_policy_server.admission import CallPool, Gate, ServerLimits, ServerStats, stats_fields
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
+from lerobot_policy_server.security import ServerSecurity
 
 # Channel options of both ends: frames carry camera images (a few MB), far above gRPC's 4 MB default.
 MESSAGE_OPTIONS = [
@@ -52,10 +53,13 @@ def one_line(text: str, limit: int = 400) -> str:
 
 
 class PolicyService:
-    """Info / Predict / Reset on raw frames."""
+    """Info / Predict / Reset / Stats on raw frames; `stats` counts calls and refusals."""
 
-    def __init__(self, policy: ServedPolicy) -> None:
+    def __init__(self, policy: ServedPolicy, limits: ServerLimits | None = None) -> None:
         self.policy = policy
+        self.limits = limits or ServerLimits()
+        self.request_bytes = self.limits.request_bytes(policy.info.inputs)
+        self.stats = ServerStats()
         # Info says which image encodings this process decodes (JPEG / PNG need OpenCV).
         self._info_frame = protocol.encode_info(dataclasses.replace(policy.info, image_encodings=images.decodable()))
         self._lock = threading.Lock()
@@ -66,18 +70,29 @@ class PolicyService:
         context.abort(grpc.StatusCode[code.value], one_line(message))
         raise AssertionError("unreachable")  # context.abort raises
 
+    def _refuse_malformed(self, context: grpc.ServicerContext, err: ProtocolError) -> NoReturn:
+        self.stats.count("refused_too_large" if err.code is ErrorCode.RESOURCE_EXHAUSTED else "malformed")
+        self._abort(context, err.code, str(err))
+
     def info(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             protocol.decode_info_request(request)
         except ProtocolError as err:
-            self._abort(context, err.code, str(err))
+            self._refuse_malformed(context, err)
         return self._info_frame
+
+    def stats_reply(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            protocol.decode_stats_request(request)
+        except ProtocolError as err:
+            self._refuse_malformed(context, err)
+        return protocol.encode_stats_reply(stats_fields(self.stats, self.limits, self.request_bytes))
 
     def reset(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             protocol.decode_reset_request(request)
         except ProtocolError as err:
-            self._abort(context, err.code, str(err))
+            self._refuse_malformed(context, err)
         with self._lock:
             self.policy.reset()
         return protocol.encode_reset_reply()
@@ -85,10 +100,11 @@ class PolicyService:
     def predict(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         try:
             decoded = protocol.decode_predict_request(request)
+            protocol.check_request_size(self.policy.info.inputs, decoded)
             observation = images.decode_images(self.policy.info.inputs, decoded.observation, decoded.images)
             protocol.check_observation(self.policy.info.inputs, observation)
         except ProtocolError as err:
-            self._abort(context, err.code, str(err))
+            self._refuse_malformed(context, err)
         with self._lock:
             start = time.perf_counter()
             try:
@@ -96,6 +112,7 @@ class PolicyService:
             except ObservationError as err:
                 self._abort(context, ErrorCode.INVALID_ARGUMENT, str(err))
             except Exception as err:  # a failing model is reported to the caller; the server keeps serving
+                self.stats.count("failed")
                 self._abort(context, ErrorCode.INTERNAL, f"inference failed: {type(err).__name__}: {err}")
             elapsed = time.perf_counter() - start
             self.predictions += 1
@@ -105,23 +122,42 @@ class PolicyService:
         except ProtocolError as err:
             self._abort(context, ErrorCode.INTERNAL, f"the policy's actions cannot be sent: {err}")
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    def handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        """Handler of each method, by its full name (``/SERVICE/Method``)."""
         methods: dict[str, Callable[[bytes, grpc.ServicerContext], bytes]] = {
             "Info": self.info,
             "Predict": self.predict,
             "Reset": self.reset,
+            "Stats": self.stats_reply,
         }
-        return grpc.method_handlers_generic_handler(
-            protocol.SERVICE, {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
-        )
+        return {f"/{protocol.SERVICE}/{name}": grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
 
 
-def start_server(policy: ServedPolicy, host: str = "0.0.0.0", port: int = protocol.DEFAULT_PORT) -> tuple[Any, int]:
-    """Start serving `policy` on host:port (port 0 = any free port); returns (grpc server, bound port)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=MESSAGE_OPTIONS)
-    server.add_generic_rpc_handlers((PolicyService(policy).handler(),))
+def start_server(
+    policy: ServedPolicy,
+    host: str = "127.0.0.1",
+    port: int = protocol.DEFAULT_PORT,
+    security: ServerSecurity | None = None,
+    limits: ServerLimits | None = None,
+) -> tuple[Any, int]:
+    """Start serving `policy` on host:port (port 0 = any free port); returns (grpc server, bound port).
+
+    `security`: token and TLS callers must present (default: none); `limits`: `ServerLimits()` by default.
+    """
+    security = security or ServerSecurity()
+    service = PolicyService(policy, limits)
+    pool = CallPool(service.limits.max_concurrent)
+    server = grpc.server(
+        pool,
+        options=service.limits.grpc_options(service.request_bytes),
+        maximum_concurrent_rpcs=service.limits.max_concurrent,
+    )
+    server.add_generic_rpc_handlers(
+        (Gate(service.handlers(), security.token, pool, service.limits.max_concurrent, service.stats),)
+    )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
+    credentials = security.credentials()
+    bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:
         raise OSError(f"cannot listen on {address} (port in use or host not local)")
     server.start()
