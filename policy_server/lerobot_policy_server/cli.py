@@ -1,4 +1,8 @@
-"""`python -m lerobot_policy_server CHECKPOINT --port P` (also `lerobot-ros policy-server`)."""
+"""`python -m lerobot_policy_server CHECKPOINT --port P` (also `lerobot-ros policy-server`).
+
+The server listens on loopback unless `--host` names another address; there it refuses to start without a
+token (`--token-file` or LEROBOT_POLICY_SERVER_TOKEN) or TLS (`--tls-cert`/`--tls-key`) unless `--insecure`.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,38 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from lerobot_policy_server.admission import ServerLimits
 from lerobot_policy_server.protocol import DEFAULT_PORT
+from lerobot_policy_server.security import TOKEN_ENV, SecurityError, ServerSecurity, is_loopback, read_token
+
+_LIMITS = ServerLimits()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="checkpoint directory (config.json, weights, processors) or Hub repo id")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: every interface)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 / :: = every interface)",
+    )
+    parser.add_argument("--token-file", default="", help=f"file holding the token callers must send (or ${TOKEN_ENV})")
+    parser.add_argument("--tls-cert", default="", help="TLS: this server's certificate chain (PEM)")
+    parser.add_argument("--tls-key", default="", help="TLS: the certificate's private key (PEM)")
+    parser.add_argument("--tls-client-ca", default="", help="mutual TLS: CA (PEM) whose client certificates are let in")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="listen beyond loopback with neither token nor TLS (anyone who reaches the port can use the policy)",
+    )
+    parser.add_argument(
+        "--max-concurrent", type=int, default=_LIMITS.max_concurrent, help="calls served at once; more are refused"
+    )
+    parser.add_argument("--max-request-bytes", type=int, default=0, help="largest request (default: inputs + 1 MiB)")
+    parser.add_argument("--max-connections", type=int, default=_LIMITS.max_connections, help="client connections")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=_LIMITS.idle_timeout_s, help="close a connection idle this long (s)"
+    )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, mps)")
     parser.add_argument(
         "--backend",
@@ -32,15 +61,41 @@ def run(args: argparse.Namespace) -> int:
     from lerobot_policy_server.service import serve_forever, start_server
 
     try:
+        security = ServerSecurity(read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_client_ca)
+        limits = ServerLimits(
+            max_concurrent=args.max_concurrent,
+            max_request_bytes=args.max_request_bytes,
+            max_connections=args.max_connections,
+            idle_timeout_s=args.idle_timeout,
+        )
+    except ValueError as err:  # SecurityError included
+        print(f"policy-server: error: {err}", file=sys.stderr)
+        return 2
+    beyond = not is_loopback(args.host)
+    if beyond and not (security.token or security.tls) and not args.insecure:
+        print(
+            f"policy-server: error: refusing to listen on {args.host} (beyond this machine) with neither a token "
+            f"(--token-file or ${TOKEN_ENV}) nor TLS (--tls-cert/--tls-key); give one, or --insecure to let anyone "
+            "who reaches the port use the policy",
+            file=sys.stderr,
+        )
+        return 2
+    try:
         policy = load_backend(args.checkpoint, args.backend, args.device, args.seed, args.robot_type)
     except LoadError as err:
         print(f"policy-server: error: {err}", file=sys.stderr)
         return 2
     try:
-        server, port = start_server(policy, args.host, args.port)
-    except (OSError, RuntimeError) as err:
+        server, port = start_server(policy, args.host, args.port, security, limits)
+    except (OSError, RuntimeError, SecurityError) as err:
         print(f"policy-server: error: {err}", file=sys.stderr)
         return 2
+    if beyond:
+        clear = " (the token travels in clear text: add TLS on untrusted networks)" if not security.tls else ""
+        print(
+            f"policy-server: listening beyond this machine on {args.host}:{port} ({security.describe()}){clear}",
+            flush=True,
+        )
     info = policy.info
     inputs = ", ".join(f"{f.key} {f.dtype}{list(f.shape)}" for f in info.inputs)
     print(

@@ -135,3 +135,43 @@ def test_sim_policy_launch_moves_the_simulated_arm(processes, ros_node, tmp_path
                 break
         time.sleep(0.5)
     assert swing.min() > np.radians(3), f"the simulated arm did not follow the policy: swing {swing} rad"
+
+
+def _node_parameters(node: Any) -> dict[str, Any]:
+    from lerobot_ros.launch.description import InlineParameters
+
+    values: dict[str, Any] = {}
+    for source in node.parameters:
+        if isinstance(source, InlineParameters):
+            values.update(source.values)
+    return values
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"checkpoint": "scripted"}, {"checkpoint": "outputs/act", "mode": "fast", "use_sim_time": "true"}]
+)
+def test_sim_policy_stack_publishes_the_action_topic_of_its_contract(arguments: dict[str, str]) -> None:
+    """The executor's output is the contract's action topic, so a recording or `lerobot-ros view` of the run finds
+    the action (with `joint_trajectory`, the default before, the view showed the action as MISSING)."""
+    from lerobot_contract import Contract
+    from lerobot_policy_node.nodes.executor_node import DEFAULT_TOPICS
+    from lerobot_ros.launch.packages import PackageIndex
+    from lerobot_ros.launch.parser import plan_launch
+
+    index = PackageIndex()
+    plan = plan_launch(
+        REPO / "launch/sim_policy.launch.yaml",
+        arguments,
+        package_share=index.package_share,
+        package_prefix=index.package_prefix,
+        find_executable=index.executable,
+    )
+    nodes = {p.node.executable: p.node for p in plan.processes if p.node is not None}
+    contract = Contract.load(_node_parameters(nodes["policy_node"])["contract"])
+    executor = nodes["action_executor"]
+    parameters = _node_parameters(executor)
+    topic = parameters.get("output_topic") or DEFAULT_TOPICS[parameters["output"]]
+    if not topic.startswith("/"):
+        topic = f"{(executor.namespace or '').rstrip('/')}/{topic}"
+    topic = dict(executor.remappings).get(topic, topic)
+    assert topic == contract.features["action"].topic == "/follower/joint_commands"
