@@ -159,3 +159,24 @@ def test_an_encoding_the_server_cannot_decode_is_refused_at_configure(port, monk
             RemotePolicy(f"grpc://127.0.0.1:{port}", timeout_s=5.0, image_encoding="jpeg")
     finally:
         server.stop(0)
+
+
+def test_a_server_asking_for_a_token_gets_it_from_the_token_file(port, tmp_path: Path) -> None:
+    from lerobot_policy_node.core.errors import PolicyConfigError
+    from lerobot_policy_node.core.policies import RemoteAccess
+    from lerobot_policy_server.security import ServerSecurity
+
+    server, _ = start_server(TaskRecorder(6, 15, 30.0, "none"), "127.0.0.1", port, ServerSecurity(token="t0ken"))
+    url = f"grpc://127.0.0.1:{port}"
+    try:
+        with pytest.raises(PolicyLoadError, match="refused Info: the call carries no token"):
+            RemotePolicy(url, timeout_s=5.0)
+        with pytest.raises(PolicyConfigError, match=r"token file .*absent: cannot read it"):
+            RemotePolicy(url, timeout_s=5.0, access=RemoteAccess(token_file=str(tmp_path / "absent")))
+        (tmp_path / "token").write_text("t0ken\n")
+        policy = RemotePolicy(url, timeout_s=5.0, access=RemoteAccess(token_file=str(tmp_path / "token")))
+        observation = {"observation.state": np.zeros(6), "timestamp": 1.0, "task": ""}
+        assert policy.predict_chunk(observation).shape == (15, 6)
+        policy.close()
+    finally:
+        server.stop(0)

@@ -253,6 +253,17 @@ def _unsupported_type(directory: Path) -> str:
     )
 
 
+@dataclass(frozen=True)
+class RemoteAccess:
+    """What a policy server may ask of the node: a token file (empty: LEROBOT_POLICY_SERVER_TOKEN, if set) and TLS
+    files: the CA of the server's certificate, and this node's certificate and key for mutual TLS (empty: unused)."""
+
+    token_file: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+
+
 class RemotePolicy:
     """A policy served by `lerobot_policy_server` at ``grpc://host:port`` behind the `ChunkPolicy` interface.
 
@@ -276,16 +287,20 @@ class RemotePolicy:
         connect_timeout_s: float = 10.0,
         image_encoding: str = "raw",
         jpeg_quality: int = 90,
+        access: RemoteAccess | None = None,
     ):
         try:
             from lerobot_policy_server.client import PolicyClient, RemoteError
+            from lerobot_policy_server.security import ClientSecurity
         except ImportError as err:
             raise PolicyLoadError(
                 f"checkpoint {url}: the remote backend needs lerobot_policy_server and grpcio ({err}); "
                 "install them (scripts/setup.sh)"
             ) from None
         try:
-            self._client = PolicyClient(url, timeout_s, image_encoding, jpeg_quality)
+            access = access or RemoteAccess()
+            security = ClientSecurity.from_files(access.token_file, access.tls_ca, access.tls_cert, access.tls_key)
+            self._client = PolicyClient(url, timeout_s, image_encoding, jpeg_quality, security=security)
         except ValueError as err:
             raise PolicyConfigError(f"checkpoint {url}: {err}") from None
         self._remote_error = RemoteError

@@ -17,6 +17,7 @@ from lerobot_policy_node.core.policies import (
     SCRIPTED,
     CheckpointPolicy,
     ChunkPolicy,
+    RemoteAccess,
     RemotePolicy,
     parse_scripted,
     resolve_checkpoint,
@@ -31,6 +32,7 @@ def resolve_policy(
     remote_timeout: float | None = None,
     image_encoding: str = "raw",
     jpeg_quality: int = 90,
+    remote_access: RemoteAccess | None = None,
     default_contract: Path | None = None,
     contract_option: str = "parameter `contract`",
 ) -> tuple[ChunkPolicy, Contract]:
@@ -38,14 +40,20 @@ def resolve_policy(
 
     `remote_timeout` None: a `grpc://` spec is not accepted as a policy server (it is looked up as a checkpoint,
     which fails with PolicyLoadError). `contract_option` names where the contract is set, for the error raised
-    when there is none. `image_encoding` / `jpeg_quality`: how a policy server gets camera images. Raises
+    when there is none. `image_encoding` / `jpeg_quality`: how a policy server gets camera images;
+    `remote_access`: the token and TLS files it asks for. Raises
     PolicyLoadError (checkpoint), ContractError (contract file), PolicyConfigError (no contract, or an image
     encoding the server does not decode) or ObservationError (a scripted policy on a contract without `action`).
     """
     loaded: CheckpointPolicy | RemotePolicy | None = None
     if remote_timeout is not None and checkpoint.startswith(REMOTE_SCHEME):
         loaded = RemotePolicy(
-            checkpoint, float(remote_timeout), name=checkpoint, image_encoding=image_encoding, jpeg_quality=jpeg_quality
+            checkpoint,
+            float(remote_timeout),
+            name=checkpoint,
+            image_encoding=image_encoding,
+            jpeg_quality=jpeg_quality,
+            access=remote_access,
         )
     elif checkpoint.split(":", 1)[0] != SCRIPTED:
         loaded = CheckpointPolicy(resolve_checkpoint(checkpoint), device, name=checkpoint)

@@ -60,7 +60,7 @@ from lerobot_policy_node.core.bottleneck import Advice, Bottleneck, advise
 from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError, PolicyLoadError
 from lerobot_policy_node.core.executor import BlendMode
 from lerobot_policy_node.core.observations import ActionMapping, ObservationAssembler
-from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkPolicy, RemotePolicy
+from lerobot_policy_node.core.policies import TASK_KEY, CheckpointPolicy, ChunkPolicy, RemoteAccess, RemotePolicy
 from lerobot_policy_node.core.resolve import resolve_policy
 from lerobot_policy_node.core.rtc import ChunkPrefix, RtcSettings, make_prefix, measured_delay_steps, remaining_steps
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
@@ -137,6 +137,12 @@ class PolicyNodeParameters:
         high=1.0,
     )
     remote_timeout: float = param(5.0, "per-call timeout of a grpc:// policy server (s)", low=0.01, high=600.0)
+    remote_token_file: str = param(
+        "", "file holding the grpc:// policy server's token; empty = $LEROBOT_POLICY_SERVER_TOKEN, else none"
+    )
+    remote_tls_ca: str = param("", "TLS to the grpc:// policy server: CA (PEM) of its certificate; empty = no TLS")
+    remote_tls_cert: str = param("", "mutual TLS: this node's certificate (PEM) for the policy server")
+    remote_tls_key: str = param("", "mutual TLS: the key (PEM) of remote_tls_cert")
     image_encoding: str = param(
         "raw",
         "how camera images travel to a grpc:// policy server: raw, jpeg (lossy, ~20x smaller) or png (lossless)",
@@ -348,6 +354,12 @@ class PolicyNode(LifecycleNode):
             str(self._param("contract")),
             device=str(self._param("device")),
             remote_timeout=float(self._param("remote_timeout")),
+            remote_access=RemoteAccess(
+                str(self._param("remote_token_file")),
+                str(self._param("remote_tls_ca")),
+                str(self._param("remote_tls_cert")),
+                str(self._param("remote_tls_key")),
+            ),
             image_encoding=str(self._param("image_encoding")),
             jpeg_quality=int(self._param("jpeg_quality")),
         )
