@@ -48,6 +48,7 @@ MODULE_KEYS = {
     "pygame": "python3-pygame",
     "pytest": "python3-pytest",
     "rerun": "python3-rerun-sdk-pip",
+    "rerun_cli": "python3-rerun-sdk-pip",  # the viewer binary's package, part of rerun-sdk
     "rosbags": "python3-rosbags-pip",
     "serial": "python3-serial",
     "torch": "python3-torch",
