@@ -20,11 +20,13 @@ Needs root (network namespaces). The default run is short (1 camera: one host, t
 `--rate` Mbit/s each way, default 5): raw vs PNG vs JPEG (quality 90), and raw with two inference workers, in
 one run against one server (tests/multihost/link_client.py: the policy node's scheduler, executor starvation
 accounting and bottleneck advice around `RemotePolicy`; a numpy policy taking one 240x320 camera, 15-step chunks
-at 30 fps, no model time, so the link is what is measured). Writes bench/results/multihost_compression.json.
+at 30 fps, no model time, so the link is what is measured). `--stack` adds the whole two-host stack (policy node,
+executor, a 320x240 camera, that server) per `image_encoding`, starvation as the executor node reports it.
+Writes bench/results/multihost_compression.json.
 
 Usage: sudo .venv/bin/python bench/bench_multihost.py [--full] [--variants node,server] [--cameras 1,2]
        [--links 0:0,5:0,20:1] [--record 10]
-       sudo .venv/bin/python bench/bench_multihost.py --compression [--rate 5] [--record 20]
+       sudo .venv/bin/python bench/bench_multihost.py --compression [--stack] [--rate 5] [--record 20]
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +59,17 @@ COMPRESSION_RUNS = (("raw", 1), ("raw", 2), ("png", 1), ("jpeg", 1))
 
 
 def run_one(
-    hosts: Any, workdir: Path, variant: str, cameras: int, link: Link, record_s: float, checkpoints: dict[int, Path]
+    hosts: Any,
+    workdir: Path,
+    variant: str,
+    cameras: int,
+    link: Link,
+    record_s: float,
+    checkpoints: dict[int, Path | None],
+    server_argv: Callable[[int], list[str]] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
+    """One stack for `record_s` s; `server_argv(port)` replaces the policy server; `options` go to start_stack."""
     from lerobot_ros.dds import clean_stale_shm
     from lerobot_ros.testing import ProcessGroup, lease_domain
 
@@ -73,6 +85,7 @@ def run_one(
         stack = start_stack(
             group, hosts, workdir, dict(os.environ), lease.domain_id, variant=variant, cameras=cameras, link=link,
             checkpoint=checkpoints[cameras], record_s=record_s, server_port=port,
+            server_argv=server_argv(port) if server_argv else None, **options,
         )  # fmt: skip
         record = stack.record()
     except (AssertionError, RuntimeError) as err:  # a configuration that does not run is a result too
@@ -125,6 +138,12 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def camera_server(port: int) -> list[str]:
+    """The numpy policy server taking the state and one 240x320 camera, 15-step chunks at 30 fps."""
+    return [sys.executable, str(FAKE_SERVER), "--port", str(port), "--host", "0.0.0.0", "--camera", "240x320",
+            "--horizon", "15", "--fps", "30"]  # fmt: skip
+
+
 def compression(root: Path, rate_mbit_s: float, record_s: float, port: int = 50858) -> list[dict[str, Any]]:
     """Each of COMPRESSION_RUNS for `record_s` s through one tbf-limited link to one server (same run)."""
     from lerobot_ros.testing import ProcessGroup
@@ -137,9 +156,7 @@ def compression(root: Path, rate_mbit_s: float, record_s: float, port: int = 508
             wire.wait_for_output("wire up", timeout=30)
             for host in ("robot", "inference"):
                 hosts.limit_rate(host, rate_mbit_s)
-            server = group.start(hosts.command("inference", [sys.executable, str(FAKE_SERVER), "--port", str(port),
-                                 "--host", "0.0.0.0", "--camera", "240x320", "--horizon", "15", "--fps", "30"]),
-                                 name="server")  # fmt: skip
+            server = group.start(hosts.command("inference", camera_server(port)), name="server")
             server.wait_for_output(f"serving on {port}", timeout=60)
             url = f"grpc://{hosts.address['inference']}:{port}"
             for encoding, workers in COMPRESSION_RUNS:
@@ -156,9 +173,25 @@ def compression(root: Path, rate_mbit_s: float, record_s: float, port: int = 508
     return runs
 
 
+def compression_stacks(root: Path, rate_mbit_s: float, record_s: float) -> list[dict[str, Any]]:
+    """The whole stack (variant server: camera 320x240 publishing JPEG topics, policy node and executor on the robot
+    host) with the numpy policy server of `compression`, once per image encoding of the policy node."""
+    stacks = []
+    for index, encoding in enumerate(("raw", "png", "jpeg")):
+        started = time.monotonic()
+        with two_hosts(root / f"hosts_stack_{index}") as hosts:
+            summary = run_one(hosts, root / f"stack_{index}", "server", 1, Link(), record_s, {1: None}, camera_server,
+                              camera_size=(320, 240), rate_mbit_s=rate_mbit_s,
+                              policy_params=(f"image_encoding:={encoding}",))  # fmt: skip
+        stacks.append({"encoding": encoding, "rate_mbit_s": rate_mbit_s, **summary})
+        print(f"stack, {encoding}: {json.dumps(stacks[-1])} ({time.monotonic() - started:.0f} s)", flush=True)
+    return stacks
+
+
 def compression_main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_multihost_") as scratch:
         runs = compression(Path(scratch), args.rate, args.record)
+        stacks = compression_stacks(Path(scratch), args.rate, args.record) if args.stack else []
 
     def find(encoding: str, workers: int = 1) -> dict[str, Any]:
         return next((r for r in runs if (r["encoding"], r["workers"]) == (encoding, workers)), {})
@@ -176,12 +209,21 @@ def compression_main(args: argparse.Namespace) -> int:
         figure("request size, JPEG q90", jpeg.get("request_bytes"), "bytes", baseline=raw.get("request_bytes"),
                baseline_what=baseline_what),
     ]  # fmt: skip
+    stack = {run["encoding"]: run for run in stacks}
+    if stacks:
+        headline.append(figure(
+            f"executor node starvation, policy node with image_encoding jpeg, policy server over {args.rate:g} Mbit/s",
+            stack["jpeg"].get("starvation_fraction"), "fraction of time",
+            baseline=stack["raw"].get("starvation_fraction"), baseline_what="the same stack with image_encoding raw, "
+            "same run", target="<= 0.05",
+        ))  # fmt: skip
     results = {
         "benchmark": "multihost_compression",
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
         "record_s": args.record,
         "rate_mbit_s": args.rate,
         "runs": runs,
+        "stacks": stacks,
         "headline": headline,
     }
     out = args.out if args.out != RESULTS / "multihost.json" else RESULTS / "multihost_compression.json"
@@ -196,6 +238,10 @@ def compression_main(args: argparse.Namespace) -> int:
             continue
         print(f"| {run['encoding']} | {run['workers']} | {run['request_bytes'] / 1000:.1f} | {run['transfer_s']:.3f} "
               f"| {100 * run['starvation_fraction']:.1f} | {run['bottleneck']} |")  # fmt: skip
+    for run in stacks:
+        print(f"stack {run['encoding']}: starvation {run.get('starvation_fraction')}, latency p50 "
+              f"{run.get('latency_p50_ms')} ms, robot->inference {run.get('robot_to_inference_mbit_s')} Mbit/s, "
+              f"policy node: {run.get('policy_bottleneck')} {run.get('policy_advice')!r}")  # fmt: skip
     return 0
 
 
@@ -209,6 +255,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "multihost.json")
     parser.add_argument("--compression", action="store_true", help="raw vs PNG vs JPEG images to a policy server")
     parser.add_argument("--rate", type=float, default=5.0, help="--compression: link rate, Mbit/s each way")
+    parser.add_argument("--stack", action="store_true", help="--compression: also the whole stack per encoding")
     args = parser.parse_args()
     reason = unavailable()
     if reason:

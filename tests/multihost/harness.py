@@ -43,6 +43,8 @@ CAMERA_NAMES = ("front", "wrist")
 TARGET_DEG = np.array([12.0, -10.0, 15.0, 8.0, -6.0, 20.0])
 POLICY_IMAGE_SHAPE = (3, 96, 128)
 CLOCK_OFFSET_ENV = "LEROBOT_ROS_TEST_CLOCK_OFFSET_S"
+# The policy node's /diagnostics values about a policy server's link, kept by `summarize`.
+POLICY_LINK_VALUES = ("bottleneck", "advice", "image_encoding", "link_request_bytes", "link_transfer_s")
 
 
 def unavailable() -> str | None:
@@ -178,14 +180,14 @@ def host_env(base: Mapping[str, str], domain_id: int) -> dict[str, str]:
     return env
 
 
-def write_contract(path: Path, cameras: int) -> Path:
+def write_contract(path: Path, cameras: int, camera_size: tuple[int, int] = (640, 480)) -> Path:
     vector = {"type": "sensor_msgs/msg/JointState", "joints": JOINTS, "names": NAMES, "units": "rad_to_deg"}
     features: dict[str, Any] = {"observation.state": {**vector, "topic": "/follower/joint_states", "max_age_s": 0.2}}
     for name in CAMERA_NAMES[:cameras]:
         features[f"observation.images.{name}"] = {
             "topic": f"/cameras/{name}/image_raw/compressed",
             "type": "sensor_msgs/msg/CompressedImage",
-            "shape": [480, 640, 3],
+            "shape": [camera_size[1], camera_size[0], 3],
             "max_age_s": 0.2,
         }
     features["action"] = {**vector, "topic": "/follower/joint_commands"}
@@ -270,11 +272,18 @@ def start_stack(
     checkpoint: Path | None = None,
     server_port: int = 50851,
     record_s: float = 6.0,
+    camera_size: tuple[int, int] = (640, 480),
+    rate_mbit_s: float | None = None,
+    server_argv: list[str] | None = None,
+    policy_params: tuple[str, ...] = (),
 ) -> Stack:
     """Start the wire, the robot host's nodes and the inference host's policy (see the module docstring).
 
     `group` is a lerobot_ros.testing.ProcessGroup; `clock_offset_s` shifts the clock of the policy node when it
-    runs on the inference host (variant "node").
+    runs on the inference host (variant "node"). `camera_size`: (width, height) of the cameras and the contract;
+    `rate_mbit_s`: a token bucket on both hosts' links; `server_argv`: variant "server" runs this server (it
+    prints "serving ... PORT") instead of `lerobot-ros policy-server`; `policy_params`: more ``name:=value``
+    parameters of the policy node.
     """
     from lerobot_drivers.arms import get_arm
     from lerobot_drivers.arms.arm import default_fake_calibration
@@ -286,14 +295,17 @@ def start_stack(
     if variant not in ("node", "server"):
         raise ValueError(f"variant must be 'node' or 'server', got {variant!r}")
     env = hosts.env(base_env, domain_id)
-    contract = write_contract(workdir / "contract.yaml", cameras)
-    if checkpoint is None:
+    contract = write_contract(workdir / "contract.yaml", cameras, camera_size)
+    if checkpoint is None and server_argv is None:
         checkpoint = make_checkpoint(workdir / "pretrained_model", contract, cameras)
     stats = workdir / "wire.json"
     started: dict[str, Any] = {}
     if isinstance(hosts, TwoHosts):
         started["wire"] = group.start(hosts.wire_command(link, stats), name="wire", env=env)
         started["wire"].wait_for_output("wire up", timeout=30)
+        if rate_mbit_s is not None:
+            for host in ("robot", "inference"):
+                hosts.limit_rate(host, rate_mbit_s)
 
     spec = get_arm("so101_follower")
     calibration = default_fake_calibration(spec)
@@ -316,7 +328,8 @@ def start_stack(
        "driver")  # fmt: skip
     for name in CAMERA_NAMES[:cameras]:
         on("robot", [venv_script("camera"), "--ros-args", "-r", f"__ns:=/cameras/{name}", "-r", f"__node:={name}",
-                     "-p", "device:=synthetic", "-p", "width:=640", "-p", "height:=480", "-p", "fps:=30.0",
+                     "-p", "device:=synthetic", "-p", f"width:={camera_size[0]}", "-p", f"height:={camera_size[1]}",
+                     "-p", "fps:=30.0",
                      "-p", "publish_raw:=false", "-p", "publish_compressed:=true"], f"camera_{name}")  # fmt: skip
     on("robot", [venv_script("action_executor"), "--ros-args", *ns, "-p", "output:=joint_commands",
                  "-p", f"robot_config:={robot_config}", "-p", "rate:=50.0", "-p", "diagnostics_period:=0.25",
@@ -329,13 +342,14 @@ def start_stack(
                  "--timeout", "300", *(["--wire-stats", str(stats)] if isinstance(hosts, TwoHosts) else [])],
        "probe")  # fmt: skip
     policy_args = ["-p", f"contract:={contract}", "-p", "threshold:=0.0", "-p", "margin:=0.1"]
+    policy_args += [arg for param in policy_params for arg in ("-p", param)]
     if variant == "node":
         on("inference", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={checkpoint}", *policy_args],
            "policy", {CLOCK_OFFSET_ENV: str(clock_offset_s)} if clock_offset_s else None)  # fmt: skip
     else:
-        server = on("inference", [venv_script("lerobot-ros"), "policy-server", str(checkpoint),
-                                  "--port", str(server_port)], "server")  # fmt: skip
-        server.wait_for_output(rf"serving .* on \S+:{server_port}\b", timeout=180)
+        argv = server_argv or [venv_script("lerobot-ros"), "policy-server", str(checkpoint), "--port", str(server_port)]
+        server = on("inference", argv, "server")
+        server.wait_for_output(rf"serving .*\b{server_port}\b", timeout=180)
         address = f"grpc://{hosts.address['inference']}:{server_port}"
         on("robot", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={address}",
                      *policy_args], "policy")  # fmt: skip
@@ -373,6 +387,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "chunks_accepted": int(diag["last"].get("chunks_accepted", 0) - diag["first"].get("chunks_accepted", 0)),
         "chunks_rejected": int(diag["last"].get("chunks_rejected", 0) - diag["first"].get("chunks_rejected", 0)),
         "policy_clock_offset_s": record.get("policy", {}).get("clock_offset_s"),
+        **{f"policy_{key}": record.get("policy", {}).get(key) for key in POLICY_LINK_VALUES},
         "window_s": window,
         **bandwidth,
     }
