@@ -184,11 +184,17 @@ def test_every_malformed_chunk_is_refused_with_a_counted_reason(tmp_path, proces
     if "period" in fields:
         fields = dict(fields, period=Duration(**fields["period"]))
     probe = ExecutorProbe(ros_node)
-    start_executor(processes, tmp_path)
+    executor = start_executor(processes, tmp_path)
     probe.wait_values(lambda v: True)
     probe.chunks.publish(probe.chunk(0.5, **fields))
     values = probe.wait_values(lambda v: int(v.get(f"rejected_{reason}", "0")) >= 1)
     assert values["chunks_accepted"] == "0" and values["chunks_rejected"] == "1", values
+    limits = {
+        "too_old": r"3600\.\d+ s old, older than max_chunk_age = 2 s",
+        "too_long": "more than max_chunk_steps = 1000",
+    }
+    if reason in limits:  # the log line names the value and the parameter to raise
+        executor.wait_for_output(rf"chunk rejected \({reason}\): .*{limits[reason]}; raise max_chunk_")
     probe.wait_commanded(0.3)
     probe.wait_executing(lambda v: int(v["chunks_accepted"]) >= 1)
 
