@@ -4,8 +4,6 @@ image declaring more pixels than the contract's shape is never decoded (a 20000x
 
 from __future__ import annotations
 
-import struct
-import zlib
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,6 +12,7 @@ import numpy as np
 import pytest
 
 from lerobot_contract import Contract, MessageMismatchError
+from lerobot_recorder.bags.synthetic import png_declaring
 from lerobot_ros.images import compressed_dimensions, encode_jpeg
 
 SHAPE = [24, 32, 3]
@@ -37,18 +36,6 @@ def _image(height: int = 24, width: int = 32, encoding: str = "rgb8", step: int 
     return SimpleNamespace(height=height, width=width, encoding=encoding, is_bigendian=0, step=step, data=data)
 
 
-def big_png(height: int, width: int) -> bytes:
-    """A PNG declaring a `height` x `width` mono image in its header, with the first rows' data only (a valid
-    file of that size is ~400 KB for 20000x20000 zeros; compressing them here would take seconds)."""
-    raw = zlib.compress(b"\0" * (width + 1) * 16, 9)
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
-
-
 def test_compressed_dimensions_read_from_headers() -> None:
     rgb = np.random.default_rng(0).integers(0, 255, (24, 32, 3), dtype=np.uint8)
     ok, png = cv2.imencode(".png", rgb)
@@ -57,7 +44,7 @@ def test_compressed_dimensions_read_from_headers() -> None:
     assert compressed_dimensions(encode_jpeg(rgb)) == (24, 32)
     assert compressed_dimensions(bytes(png)) == (24, 32)
     assert compressed_dimensions(bytes(progressive)) == (24, 32)
-    assert compressed_dimensions(big_png(20000, 20000)) == (20000, 20000)
+    assert compressed_dimensions(png_declaring(20000, 20000)) == (20000, 20000)
     for garbage in (b"", b"\xff\xd8", b"\xff\xd8\xff\xda\x00\x02", b"not an image at all", encode_jpeg(rgb)[:3]):
         assert compressed_dimensions(garbage) is None, garbage
 
@@ -67,7 +54,8 @@ def test_compressed_dimensions_read_from_headers() -> None:
     [
         (_image(0, 0), "image is 0x0"),
         (_image(step=32), "step 32 is shorter than a row of 32 rgb8 pixels"),  # rgb8 whose step says mono
-        (_image(encoding="32FC1", step=128), "encoding '32FC1' is not one of"),
+        (_image(encoding="32FC1", step=128), "32FC1 is a depth encoding"),
+        (_image(encoding="yuv422", step=64), "encoding 'yuv422' is not one of"),
         (_image(48, 64), "image is 64x48, the contract declares shape [24, 32, 3]"),
         (SimpleNamespace(**{**vars(_image()), "data": np.zeros(10, dtype=np.uint8)}), "data is shorter"),
     ],
@@ -85,7 +73,7 @@ def test_damaged_compressed_images_are_named_and_never_decoded(monkeypatch: pyte
     assert feat.image_problem(good) is None
     garbage = SimpleNamespace(format="jpeg", data=np.frombuffer(b"\xff\xd8 garbage, no frame header", np.uint8))
     assert "not a JPEG or PNG, or its header is damaged" in (feat.image_problem(garbage) or "")
-    bomb = SimpleNamespace(format="png", data=np.frombuffer(big_png(20000, 20000), np.uint8))
+    bomb = SimpleNamespace(format="png", data=np.frombuffer(png_declaring(20000, 20000), np.uint8))
     assert "is 20000x20000, the contract declares shape [24, 32, 3]" in (feat.image_problem(bomb) or "")
 
     def no_decoding(*args: Any) -> None:

@@ -82,7 +82,7 @@ def test_cli_bag2dataset_and_dataset2bag(make_bag: MakeBag, tmp_path: Path) -> N
     )
     # so101.yaml declares 640x480 cameras; the small synthetic bag has 32x24: a clear, reported failure.
     assert run.returncode == 2, run.stdout + run.stderr
-    assert "32x24 images but the contract declares shape [480, 640, 3]" in run.stdout + run.stderr
+    assert "image is 32x24, the contract declares shape [480, 640, 3]" in run.stdout + run.stderr
     assert not root.exists()
     small = tmp_path / "small.yaml"
     small.write_text(contract.read_text().replace("[480, 640, 3]", "[24, 32, 3]"))

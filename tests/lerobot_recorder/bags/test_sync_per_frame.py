@@ -66,6 +66,9 @@ def test_sync_report_holds_each_frames_skew_and_reuse(make_bag: MakeBag, tmp_pat
         "stale_drops",
         "reused",
         "unused",
+        "duplicates",
+        "equal_stamp_conflicts",
+        "unusable",
     }
     text = report_path_for(root).read_text()
     assert '"skew_ms": [' + ", ".join(str(s) for s in entry["per_frame"]["action"]["skew_ms"]) + "]" in text

@@ -14,7 +14,15 @@ The rule (DESIGN.md section 6, the same as the live recorder and the policy node
 * ``linear``: interpolation between those two (vector features only; images fall back to nearest);
 * the last frame is at or before the earliest "last sample" over all features;
 * a frame whose sample for some feature is older than that feature's `max_age_ns`, or whose samples are
-  spread by more than `tolerance_ns`, is dropped and counted.
+  spread by more than `tolerance_ns`, is dropped and counted;
+* equal stamps (`absorb_equal_stamp`, offline and live): a sample stamped exactly like its feature's newest one
+  is no new sample. With the same payload it is an exact duplicate (a message recorded twice) and is dropped;
+  with another payload the later sample wins (it replaces the newest one). Both are counted per feature
+  (``duplicates``, ``equal_stamp_conflicts``) and neither reaches the grid phase, so duplicates cannot make
+  frames show their cameras' previous images;
+* messages of a feature's topic that could not be used (another type than the contract's, `Aligner.skipped`)
+  still count as grid slots where they would have given frames (``frames_dropped_unusable``), so the coverage
+  says what was lost.
 
 Samples are pushed in storage order; each topic's stamps must not go backwards. Frames are released as soon
 as every feature has a sample after the frame time (or has ended), so memory stays bounded by the reordering
@@ -32,6 +40,8 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
+
+import numpy as np
 
 from lerobot_contract.errors import NonMonotonicStampError
 from lerobot_contract.time import NS
@@ -115,6 +125,9 @@ class FeatureSync:
     reused: int = 0  # kept frames holding the same sample as the kept frame before
     unused: int = 0  # samples between two kept frames' picks that no kept frame holds
     last_pick_index: int | None = None
+    duplicates: int = 0  # samples dropped as exact duplicates (same stamp, same payload) of the one before
+    equal_stamp_conflicts: int = 0  # samples stamped like the one before with another payload (the later one won)
+    unusable: int = 0  # messages of the topic that could not be used (`Aligner.skipped`)
     # Per kept frame, when the report records frames (`SyncReport.per_frame`): frame time minus the stamp of the
     # data the frame took (ns), and the numbers of the kept frames (0-based) that held the previous frame's sample.
     frame_skews_ns: array[int] = field(default_factory=lambda: array("q"))
@@ -131,6 +144,8 @@ class SyncReport:
     frames_kept: int = 0
     frames_dropped_stale: int = 0
     frames_dropped_tolerance: int = 0
+    frames_dropped_damaged: int = 0  # kept frames whose image could not be decoded after all (`drop_kept_frame`)
+    frames_dropped_unusable: int = 0  # grid slots only unusable messages covered (`Aligner.skipped`)
     slots: int = 0
     forced_releases: int = 0
     features: dict[str, FeatureSync] = field(default_factory=dict)
@@ -139,7 +154,17 @@ class SyncReport:
     @property
     def frames_dropped(self) -> int:
         """All dropped frames."""
-        return self.frames_dropped_stale + self.frames_dropped_tolerance
+        return (
+            self.frames_dropped_stale
+            + self.frames_dropped_tolerance
+            + self.frames_dropped_damaged
+            + self.frames_dropped_unusable
+        )
+
+    def drop_kept_frame(self) -> None:
+        """A frame counted as kept could not be built (an image that passed the checks but does not decode)."""
+        self.frames_kept -= 1
+        self.frames_dropped_damaged += 1
 
     @property
     def coverage(self) -> float:
@@ -158,6 +183,8 @@ class SyncReport:
             "frames_dropped": self.frames_dropped,
             "frames_dropped_stale": self.frames_dropped_stale,
             "frames_dropped_tolerance": self.frames_dropped_tolerance,
+            "frames_dropped_damaged": self.frames_dropped_damaged,
+            "frames_dropped_unusable": self.frames_dropped_unusable,
             "coverage": round(self.coverage, 6),
             "forced_releases": self.forced_releases,
             "features": {
@@ -168,6 +195,9 @@ class SyncReport:
                     "stale_drops": f.stale_drops,
                     "reused": f.reused,
                     "unused": f.unused,
+                    "duplicates": f.duplicates,
+                    "equal_stamp_conflicts": f.equal_stamp_conflicts,
+                    "unusable": f.unusable,
                 }
                 for key, f in self.features.items()
             },
@@ -186,6 +216,36 @@ def new_report(mode: str, fps: int, features: Sequence[AlignFeature], per_frame:
     return SyncReport(
         mode=mode, fps=fps, features={f.key: FeatureSync(image=f.image) for f in features}, per_frame=per_frame
     )
+
+
+def same_payload(a: Any, b: Any) -> bool:
+    """True when two sample payloads hold the same data (bytes, numpy arrays, or values that compare)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    if isinstance(a, (bytes, bytearray, memoryview)) and isinstance(b, (bytes, bytearray, memoryview)):
+        return bytes(a) == bytes(b)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def absorb_equal_stamp(buf: deque[Sample], stats: FeatureSync, stamp_ns: int, payload: Any) -> bool:
+    """True when a sample stamped exactly like its feature's newest one was taken care of (see the module doc):
+    an exact duplicate is dropped, another payload replaces the newest sample (the later one wins); counted in
+    `stats`. False for any other stamp: the caller adds the sample."""
+    if stats.last_stamp_ns is None or stamp_ns != stats.last_stamp_ns:
+        return False
+    newest = buf[-1] if buf and buf[-1].stamp_ns == stamp_ns else None
+    if newest is not None and same_payload(newest.payload, payload):
+        stats.duplicates += 1
+        return True
+    stats.equal_stamp_conflicts += 1
+    if newest is not None:
+        buf[-1] = Sample(stamp_ns, newest.seq, payload, newest.index)
+    return True
 
 
 def _whole_periods(interval_ns: int, period_ns: float) -> bool:
@@ -343,6 +403,8 @@ class Aligner:
         self._ended: set[str] = set()
         self._phase = GridPhase(features, fps)
         self.report = new_report(mode, fps, features, per_frame)
+        # Per feature, the first and last stamps of its topic's messages that could not be used (`skipped`).
+        self._skipped: dict[str, tuple[int, int]] = {}
 
     def push(self, key: str, stamp_ns: int, payload: Any) -> Iterator[AlignedFrame]:
         """Add a sample; yields the frames it completes."""
@@ -352,6 +414,8 @@ class Aligner:
                 f"{key}: stamp {stamp_ns / NS:.9f} s comes after {stats.last_stamp_ns / NS:.9f} s "
                 f"(goes back {(stats.last_stamp_ns - stamp_ns) / NS:.6f} s)"
             )
+        if absorb_equal_stamp(self._buffers[key], stats, stamp_ns, payload):
+            return
         if stats.first_stamp_ns is None:
             stats.first_stamp_ns = stamp_ns
         stats.last_stamp_ns = stamp_ns
@@ -380,12 +444,50 @@ class Aligner:
         self.report.t0_ns = self._t0
         return True
 
+    def skipped(self, key: str, stamp_ns: int) -> None:
+        """A message of `key`'s topic stamped `stamp_ns` could not be used (another type than the contract's).
+
+        Nothing is aligned from it, but once every feature has ended, the grid slots such messages would have
+        extended the episode by (before its first frame, after its last) count as dropped
+        (``frames_dropped_unusable``), so the coverage is not reported as full when they cut the episode short.
+        """
+        self.report.features[key].unusable += 1
+        first, last = self._skipped.get(key, (stamp_ns, stamp_ns))
+        self._skipped[key] = (min(first, stamp_ns), max(last, stamp_ns))
+
     def end(self, key: str) -> Iterator[AlignedFrame]:
         """No more samples will come for `key`; yields the frames this completes."""
         if key in self._ended:
             return
         self._ended.add(key)
         yield from self._release()
+        if self.finished:
+            self._count_unusable_slots()
+
+    def _count_unusable_slots(self) -> None:
+        """The grid slots outside the frames that only unusable messages of some feature covered (`skipped`)."""
+        report = self.report
+        if self._t0 is None or not self._skipped:
+            return
+        starts, ends = [], []
+        for key, stats in report.features.items():
+            if stats.first_stamp_ns is None or stats.last_stamp_ns is None:
+                return
+            first, last = self._skipped.get(key, (stats.first_stamp_ns, stats.last_stamp_ns))
+            starts.append(min(stats.first_stamp_ns, first))
+            ends.append(max(stats.last_stamp_ns, last))
+        would_start, would_end = max(starts), min(ends)
+        extra = 0
+        k = report.slots
+        while frame_time(self._t0, k, self.fps) <= would_end:
+            k += 1
+            extra += 1
+        k = -1
+        while frame_time(self._t0, k, self.fps) >= would_start:
+            k -= 1
+            extra += 1
+        report.slots += extra
+        report.frames_dropped_unusable += extra
 
     def finish(self) -> Iterator[AlignedFrame]:
         """End of data for every feature: yields the remaining frames up to the earliest last sample."""

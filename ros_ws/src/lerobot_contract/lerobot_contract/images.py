@@ -70,6 +70,11 @@ def image_problem(msg: Any, msgtype: str, shape: tuple[int, ...], depth: bool) -
             return f"compressed image is {size[1]}x{size[0]}, {declared}"
         return None
     encoding = str(msg.encoding)
+    if not depth and encoding in DEPTH_ENCODINGS:
+        return (
+            f"{encoding} is a depth encoding and cannot be stored as a colour video/image feature; declare the "
+            "feature with `dtype: depth` to store it as a float32 array in metres"
+        )
     allowed = DEPTH_ENCODINGS if depth else COLOR_ENCODINGS
     if encoding not in allowed:
         return f"image encoding {encoding!r} is not one of {', '.join(allowed)}"

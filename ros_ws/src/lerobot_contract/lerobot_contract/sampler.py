@@ -9,7 +9,9 @@ The rule is the bag converter's (`lerobot_contract.align`, DESIGN.md section 6),
 * frame k is at ``frame_time(t0, k, fps)``; it takes, per feature, the newest sample stamped at or before the
   frame time (a sample stamped exactly at the frame time belongs to that frame) and nothing from the future;
 * a frame whose sample for some feature is older than that feature's `max_age_ns`, or whose samples are spread
-  by more than `tolerance_ns`, is dropped and counted -- never filled in.
+  by more than `tolerance_ns`, is dropped and counted -- never filled in;
+* a sample stamped like its feature's newest one is an exact duplicate (dropped) or a conflicting sample (the
+  later one wins), counted (`align.absorb_equal_stamp`, as in the bag converter).
 
 Live, a frame cannot wait for the future forever: frame t is sampled as soon as every feature has a sample
 stamped after t (nothing at or before t can still come, stamps being monotonic per topic), or once the clock
@@ -60,6 +62,7 @@ from lerobot_contract.align import (
     Pick,
     Sample,
     SyncReport,
+    absorb_equal_stamp,
     check_frame,
     frame_time,
     new_report,
@@ -331,6 +334,8 @@ class LiveSampler:
             self.live.ignored_before_start += 1
             return "before_start"
         stats = self.report.features[key]
+        if absorb_equal_stamp(self._buffers[key], stats, stamp_ns, payload):
+            return None  # a duplicate (dropped) or a conflicting sample (the later one wins), counted in the report
         if lost and stats.first_stamp_ns is None:
             self._place_lost_before_first(key, previous, stamp_ns, lost)
         if self._t0 is not None and stamp_ns <= frame_time(self._t0, self._next_slot - 1, self.fps):

@@ -3,12 +3,27 @@
 `bag_events` is pure with respect to the dataset: it reads, checks, aligns and decodes, and yields events;
 `lerobot_recorder.bags.pipeline` feeds them to the dataset writer (in this process or from worker
 processes), so serial and parallel conversion produce the same frames.
+
+Rules for messages that cannot be used as they are (counted per topic in the bag's report, with a warning):
+
+* a topic recorded with several types: each message is decoded with its own connection's type; messages of
+  another type than the contract's are skipped, and the grid slots they would have filled count as dropped
+  (``frames_dropped_unusable``), so the coverage says what was lost;
+* a damaged message (CDR that does not parse, impossible values, an image that does not fit the contract:
+  `FeatureContract.image_problem`, checked without decoding) is dropped on its own: frames hold the previous
+  sound sample; an image that passes the checks but does not decode drops its frame (``frames_dropped_damaged``);
+* equal stamps (`lerobot_contract.align.absorb_equal_stamp`): exact duplicates are dropped, of two different
+  samples with one stamp the later one wins.
+
+A bag is refused only when a feature is left with no usable message at all.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import re
+from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,10 +160,17 @@ class _ClockStats:
 
 
 def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -> None:
-    """Raise BagError when a contract topic is missing, has another type, lacks a field or a header."""
+    """Raise BagError when a contract topic is missing, has no message of the contract's type, lacks a field or
+    a header."""
     for feat in contract.features.values():
         info = bag.check_topic(feat.topic, feat.type)
-        if stamp == "header" and not info.has_header:
+        others = {t: n for t, n in info.types.items() if t != feat.type and n}
+        if info.types[feat.type] == 0 and others:
+            kinds = ", ".join(f"{n} {t}" for t, n in others.items())
+            raise BagError(
+                f"bag {bag.path}: {feat.topic} has no {feat.type} message (the contract's type), only {kinds}"
+            )
+        if stamp == "header" and feat.type not in info.header_types:
             raise BagError(f"bag {bag.path}: {feat.topic} ({feat.type}) has no header stamp; use --stamp receive")
         if not feat.is_image:
             for path in (*feat.field_paths, *((feat.joint_names_field,) if feat.joints else ())):
@@ -221,9 +243,9 @@ def _describe(node: Any) -> str:
     return f"{kind.lower()} of {_describe(detail[0])}"
 
 
-def _topic_stamp(bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, stamp: str) -> int:
-    if stamp == "header" and bag.info.topics[topic].has_header:
-        return bag.header_stamp_ns(raw, topic)
+def _topic_stamp(bag: BagSource, topic: str, msgtype: str, receive_ns: int, raw: bytes | memoryview, stamp: str) -> int:
+    if stamp == "header" and msgtype in bag.info.topics[topic].header_types:
+        return bag.header_stamp_ns(raw, topic, msgtype)
     return receive_ns
 
 
@@ -235,13 +257,13 @@ def _text_messages(bag: BagSource, topic: str, stamp: str) -> list[tuple[int, st
     if not info.readable:
         raise BagError(f"bag {bag.path}: topic {topic} cannot be decoded: {info.problem}")
     out = []
-    for _, receive_ns, raw in bag.messages([topic]):
-        msg, reason = bag.checked_message(raw, topic)
+    for _, msgtype, receive_ns, raw in bag.typed_messages([topic]):
+        msg, reason = bag.checked_message(raw, topic, msgtype)
         if reason is not None:
             bag.refuse(topic, reason)
             continue
         text = getattr(msg, "data", "")
-        out.append((_topic_stamp(bag, topic, receive_ns, raw, stamp), text if isinstance(text, str) else ""))
+        out.append((_topic_stamp(bag, topic, msgtype, receive_ns, raw, stamp), text if isinstance(text, str) else ""))
     out.sort(key=lambda item: item[0])
     return out
 
@@ -291,10 +313,11 @@ def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) ->
     dead: list[tuple[int, int]] = []
     first, final = 2**62, -(2**62)
     previous: dict[str, tuple[int, int]] = {}
-    for topic, receive_ns, raw in bag.messages(contract.topics):
-        if _refusal(bag, topic, receive_ns, raw, previous)[1] is not None:
+    types = {(f.topic, f.type) for f in contract.features.values()}
+    for topic, msgtype, receive_ns, raw in bag.typed_messages(contract.topics):
+        if (topic, msgtype) not in types or _refusal(bag, topic, msgtype, receive_ns, raw, previous)[1] is not None:
             continue  # counted by the conversion pass
-        t = _topic_stamp(bag, topic, receive_ns, raw, stamp)
+        t = _topic_stamp(bag, topic, msgtype, receive_ns, raw, stamp)
         prev = last.get(topic)
         if prev is not None and t - prev > gap_ns:
             dead.append((prev, t))
@@ -313,15 +336,24 @@ def _gap_ranges(bag: BagSource, contract: Contract, stamp: str, gap_s: float) ->
     return ranges
 
 
-def _frame_values(decoder: FrameDecoder, bag: BagSource, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]]:
-    """Every feature's value of `frame`; an image that does not fit the contract fails the bag, naming it."""
+def _frame_values(decoder: FrameDecoder, bag: BagSource, frame: AlignedFrame) -> dict[str, npt.NDArray[Any]] | None:
+    """Every feature's value of `frame`, or None when one of its images does not decode after all (it passed the
+    checks before alignment: a damaged JPEG/PNG body); the image is counted as refused, the frame is dropped."""
     values: dict[str, npt.NDArray[Any]] = {}
     for key, pick in frame.picks.items():
         try:
             values[key] = decoder.value(key, pick)
         except MessageMismatchError as err:
-            raise BagError(f"bag {bag.path}: {decoder.features[key].topic}: {err}") from None
+            feat = decoder.features[key]
+            if not feat.is_image:
+                raise BagError(f"bag {bag.path}: {feat.topic}: {err}") from None
+            bag.refuse(feat.topic, f"image does not decode ({_without_numbers(str(err))[:100]})")
+            return None
     return values
+
+
+def _without_numbers(text: str) -> str:
+    return re.sub(r"\d+", "N", text)
 
 
 def bag_events(path: str | Path, options: ConvertOptions, skip_parts: Collection[int] = ()) -> Iterator[Event]:
@@ -403,10 +435,14 @@ def _stream(
                 pass
             return
         for frame in frames:
+            values = _frame_values(decoder, bag, frame)
+            if values is None:
+                aligner(i).report.drop_kept_frame()
+                continue
             if not started[i]:
                 started[i] = True
                 yield EpisodeStartEvent(ranges[i].task, i)
-            yield FrameEvent(_frame_values(decoder, bag, frame))
+            yield FrameEvent(values)
 
     def close_active() -> Iterator[Event]:
         nonlocal active
@@ -421,24 +457,34 @@ def _stream(
     if not ranges:
         return
     previous: dict[str, tuple[int, int]] = {}  # per topic: (header, receive) stamp of the last accepted message
-    for topic, receive_ns, raw in bag.messages(list(by_topic)):
-        msg, reason = _refusal(bag, topic, receive_ns, raw, previous)
+    other_types: dict[str, Counter[str]] = {}  # per topic: messages skipped for another type than the contract's
+    for topic, msgtype, receive_ns, raw in bag.typed_messages(list(by_topic)):
+        feats = [f for f in by_topic[topic] if f.type == msgtype]
+        if not feats:
+            other_types.setdefault(topic, Counter())[msgtype] += 1
+            t = _skipped_stamp(bag, topic, msgtype, receive_ns, raw, options.stamp, clocks)
+            idx = -1 if t is None else bisect.bisect_right(starts, t) - 1
+            if t is not None and idx >= active and t < ranges[idx].end_ns:
+                for feat in by_topic[topic]:
+                    aligner(idx).skipped(feat.key, t)
+            continue
+        msg, reason = _refusal(bag, topic, msgtype, receive_ns, raw, previous)
         if reason is not None:
             bag.refuse(topic, reason)
             continue
-        t = _topic_stamp(bag, topic, receive_ns, raw, options.stamp)
-        if bag.info.topics[topic].has_header:
-            clocks.setdefault(topic, _ClockStats()).add(bag.header_stamp_ns(raw, topic), receive_ns)
+        t = _topic_stamp(bag, topic, msgtype, receive_ns, raw, options.stamp)
+        if msgtype in bag.info.topics[topic].header_types:
+            clocks.setdefault(topic, _ClockStats()).add(bag.header_stamp_ns(raw, topic, msgtype), receive_ns)
         seq[topic] = seq.get(topic, 0) + 1
         idx = bisect.bisect_right(starts, t) - 1
         if idx < 0 or t >= ranges[idx].end_ns or idx < active:
             outside += 1
             continue
-        payloads = _payloads(bag, by_topic[topic], raw, msg, topic, seq[topic])
+        payloads = _payloads(bag, feats, raw, msg, topic, seq[topic])
         if isinstance(payloads, str):
             bag.refuse(topic, payloads)
             continue
-        for feat in by_topic[topic]:
+        for feat in feats:
             # This feature is done with every episode before the one its sample falls into.
             for j in range(active, idx):
                 yield from emit(aligner(j).end(feat.key), j)
@@ -450,21 +496,95 @@ def _stream(
                     "use --stamp receive if the header stamps are unreliable"
                 ) from None
         yield from close_active()
+    _check_usable(bag, contract, ranges)
     while active < len(ranges):
         yield from emit(aligner(active).finish(), active)
         yield from close_active()
     info["samples_outside_episodes"] = outside
     info["clock"] = _clock_report(clocks, options.stamp)
+    info["skipped_other_type"] = {topic: dict(counts) for topic, counts in other_types.items()}
+    expected = {f.topic: f.type for f in contract.features.values()}
+    for topic, counts in other_types.items():
+        for msgtype, count in counts.items():
+            bag.info.warnings.append(
+                f"{topic}: skipped {count} message(s) of type {msgtype}, the contract expects {expected[topic]} "
+                "(the topic changed type in the bag)"
+            )
+    info["equal_stamps"] = _equal_stamps(ranges, by_topic)
+    for topic, counts in info["equal_stamps"].items():
+        if counts["duplicates"]:
+            bag.info.warnings.append(
+                f"{topic}: dropped {counts['duplicates']} exact duplicate message(s) (same stamp, same data)"
+            )
+        if counts["conflicting"]:
+            bag.info.warnings.append(
+                f"{topic}: {counts['conflicting']} conflicting samples with equal stamps (the later one is kept)"
+            )
+
+
+def _check_usable(bag: BagSource, contract: Contract, ranges: Sequence[_Range]) -> None:
+    """BagError when a feature got no usable message in the whole bag while some were refused (damaged, or not
+    fitting the contract); no frame can have been sent then. Called before the last episodes are finished."""
+    for feat in contract.features.values():
+        samples = sum(r.aligner.report.features[feat.key].samples for r in ranges if r.aligner is not None)
+        refused = bag.refused.get(feat.topic)
+        if samples == 0 and refused:
+            reason, count = refused.most_common(1)[0]
+            raise BagError(
+                f"bag {bag.path}: no usable {feat.topic} message for {feat.key}: all {sum(refused.values())} were "
+                f"refused ({count} x {reason}); fix the contract if every message is so"
+            )
+
+
+def _skipped_stamp(
+    bag: BagSource,
+    topic: str,
+    msgtype: str,
+    receive_ns: int,
+    raw: bytes | memoryview,
+    stamp: str,
+    clocks: dict[str, _ClockStats],
+) -> int | None:
+    """Where a message of another type than the contract's sits on the episode's clock (None: unknown). Without
+    a header in its type, header time is estimated from its receive time and the topic's receive-header offset."""
+    header_types = bag.info.topics[topic].header_types
+    if stamp == "receive":
+        return receive_ns
+    if msgtype in header_types:
+        try:
+            return bag.header_stamp_ns(raw, topic, msgtype)
+        except BagError:
+            return None  # too short to hold a header: damaged as well as of another type
+    clock = clocks.get(topic)
+    return None if clock is None or not clock.count else receive_ns - round(clock.mean_s * NS)
+
+
+def _equal_stamps(ranges: Sequence[_Range], by_topic: dict[str, list[FeatureContract]]) -> dict[str, dict[str, int]]:
+    """Per topic, samples of all episodes dropped as exact duplicates and conflicting ones with equal stamps."""
+    out: dict[str, dict[str, int]] = {}
+    for topic, feats in by_topic.items():
+        key = feats[0].key  # each feature of a topic sees its messages alike
+        reports = [r.aligner.report.features[key] for r in ranges if r.aligner is not None]
+        duplicates = sum(f.duplicates for f in reports)
+        conflicting = sum(f.equal_stamp_conflicts for f in reports)
+        if duplicates or conflicting:
+            out[topic] = {"duplicates": duplicates, "conflicting": conflicting}
+    return out
 
 
 def _refusal(
-    bag: BagSource, topic: str, receive_ns: int, raw: bytes | memoryview, previous: dict[str, tuple[int, int]]
+    bag: BagSource,
+    topic: str,
+    msgtype: str,
+    receive_ns: int,
+    raw: bytes | memoryview,
+    previous: dict[str, tuple[int, int]],
 ) -> tuple[object | None, str | None]:
     """(message, None) for a sound message of a feature topic, (None, why it is left out) for a damaged one."""
-    msg, reason = bag.checked_message(raw, topic)
-    if reason is not None or not bag.info.topics[topic].has_header:
+    msg, reason = bag.checked_message(raw, topic, msgtype)
+    if reason is not None or msgtype not in bag.info.topics[topic].header_types:
         return msg, reason
-    header_ns = bag.header_stamp_ns(raw, topic)
+    header_ns = bag.header_stamp_ns(raw, topic, msgtype)
     last = previous.get(topic)
     if last is not None and (header_ns - last[0]) - (receive_ns - last[1]) > MAX_STAMP_JUMP_S * NS:
         return None, f"header stamp jumps more than {MAX_STAMP_JUMP_S:.0f} s ahead of the receive clock"
@@ -482,6 +602,10 @@ def _payloads(
     out: dict[str, Any] = {}
     for feat in feats:
         if feat.is_image:
+            if msg is None:
+                msg = bag.deserialize(raw, feat.type)
+            if (problem := feat.image_problem(msg)) is not None:
+                return problem
             out[feat.key] = bytes(raw) if isinstance(raw, memoryview) else raw
             continue
         if msg is None:
@@ -526,8 +650,17 @@ def _episode_done(
     body: dict[str, Any] = {"bag": str(bag.path), "task": rng.task, "clock": clock, **report.as_dict()}
     if report.frames_kept == 0:
         missing = [k for k, f in report.features.items() if f.samples == 0]
+        refused = sorted(
+            {
+                f"{count} of {topic} refused: {reason}"
+                for feat in options.contract.features.values()
+                if feat.key in missing
+                for topic in (feat.topic,)
+                for reason, count in bag.refused.get(topic, Counter()).most_common(2)
+            }
+        )
         reason = (
-            f"no samples of {', '.join(missing)} in this episode"
+            f"no samples of {', '.join(missing)} in this episode" + (f" ({'; '.join(refused)})" if refused else "")
             if missing
             else "no frame passed the max_age/tolerance checks"
             if report.t0_ns is not None

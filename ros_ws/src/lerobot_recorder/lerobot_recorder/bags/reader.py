@@ -13,15 +13,18 @@ Damaged data: a damaged storage file (what the mcap chunk CRC catches when it is
 broken sqlite page) fails the bag. A single damaged message is refused and counted per topic and reason
 (`BagSource.refused`), the rest of the bag converts: a storage row whose timestamp is not an integer, CDR that
 rosbags cannot parse (sequence or string lengths past the end of the message, a missing string terminator, bytes
-left over), values no valid message holds (header nanosec >= 1e9, image data length != height x step, JointState
-name/position lengths that differ). A changed number or pixel in a bag without checksums (sqlite3, mcap written
-with chunk CRC 0, e.g. by rosbags) is indistinguishable from real data and is converted.
+left over past what a ROS serializer writes, see `lerobot_recorder.cdr`), values no valid message holds (header
+nanosec >= 1e9, image data length != height x step, JointState name/position lengths that differ). A changed number
+or pixel in a bag without checksums (sqlite3, mcap written with chunk CRC 0, e.g. by rosbags) is indistinguishable
+from real data and is converted.
+
+A topic recorded with more than one type (its publisher changed type mid-bag: one connection per type) keeps each
+connection's type: every message is decoded with the type it was recorded with (`typed_messages`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import struct
 import sys
 from collections import Counter
@@ -35,8 +38,11 @@ from rosbags.rosbag2 import Reader
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 
-from lerobot_contract.time import NS
+from lerobot_recorder import cdr
 from lerobot_recorder.bags.errors import BagError
+from lerobot_recorder.cdr import implausible
+
+__all__ = ["CORRUPT_ROW", "BagInfo", "BagSource", "TopicInfo", "implausible"]
 
 if TYPE_CHECKING:
     from rosbags.interfaces.typing import Typesdict
@@ -49,15 +55,31 @@ _STAMP_BE = struct.Struct(">iI")
 
 @dataclass
 class TopicInfo:
-    """One topic of a bag as the converter sees it."""
+    """One topic of a bag as the converter sees it: `msgtype` is its first connection's type, `types` every type it
+    was recorded with (message counts from the metadata), in order."""
 
     name: str
     msgtype: str
     metadata_count: int
-    readable: bool = True
-    problem: str = ""
-    has_header: bool = False
+    types: dict[str, int] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)  # per type: why it cannot be decoded
+    header_types: set[str] = field(default_factory=set)  # types whose first field is a std_msgs/Header
     read_count: int = 0
+
+    @property
+    def readable(self) -> bool:
+        """True when messages of at least one of its types can be decoded."""
+        return any(t not in self.problems for t in self.types)
+
+    @property
+    def problem(self) -> str:
+        """Why (the first of) its types cannot be decoded ('' when all can)."""
+        return next(iter(self.problems.values()), "")
+
+    @property
+    def has_header(self) -> bool:
+        """True when its first type has a std_msgs/Header."""
+        return self.msgtype in self.header_types
 
 
 @dataclass
@@ -160,21 +182,26 @@ class BagSource:
                 self.info.topics[conn.topic] = info
             else:
                 info.metadata_count += conn.msgcount
+            known = conn.msgtype in info.types
+            info.types[conn.msgtype] = info.types.get(conn.msgtype, 0) + conn.msgcount
+            if known:
+                continue
+            problem = ""
             if conn.msgtype in bad:
-                info.readable, info.problem = False, bad[conn.msgtype]
+                problem = bad[conn.msgtype]
             elif conn.msgtype not in store.fielddefs:
-                info.readable = False
-                info.problem = "the bag has no definition for this type and the default (Humble) typestore lacks it"
+                problem = "the bag has no definition for this type and the default (Humble) typestore lacks it"
             elif (broken := _unbuildable(store, conn.msgtype)) is not None:
-                info.readable, info.problem = False, broken
+                problem = broken
             else:
                 fields = store.fielddefs[conn.msgtype][1]
-                info.has_header = bool(fields) and fields[0][0] == "header" and _names_type(fields[0][1], HEADER_TYPE)
+                if fields and fields[0][0] == "header" and _names_type(fields[0][1], HEADER_TYPE):
+                    info.header_types.add(conn.msgtype)
             if conn.topic.endswith("/_service_event"):
-                info.readable = False
-                info.problem = "service-event topic (service introspection), not a data stream"
-            if not info.readable:
-                self.info.warnings.append(f"skipping topic {conn.topic} ({conn.msgtype}): {info.problem}")
+                problem = "service-event topic (service introspection), not a data stream"
+            if problem:
+                info.problems[conn.msgtype] = problem
+                self.info.warnings.append(f"skipping topic {conn.topic} ({conn.msgtype}): {problem}")
         return store
 
     def _needs_direct_read(self) -> list[Any] | None:
@@ -204,15 +231,20 @@ class BagSource:
         return out
 
     def check_topic(self, topic: str, msgtype: str) -> TopicInfo:
-        """The topic's info, or BagError when it is missing, has another type or cannot be decoded."""
+        """The topic's info, or BagError when it is missing, never carries `msgtype` or cannot be decoded.
+
+        A topic recorded with `msgtype` and other types passes (its other messages are skipped by the reader's
+        callers, see `typed_messages`)."""
         info = self.info.topics.get(topic)
         if info is None:
             have = ", ".join(sorted(self.info.topics)) or "none"
             raise BagError(f"bag {self.path} has no topic {topic} (topics: {have})")
-        if info.msgtype != msgtype:
-            raise BagError(f"bag {self.path}: topic {topic} carries {info.msgtype}, the contract expects {msgtype}")
-        if not info.readable:
-            raise BagError(f"bag {self.path}: topic {topic} cannot be decoded: {info.problem}")
+        if msgtype not in info.types:
+            raise BagError(
+                f"bag {self.path}: topic {topic} carries {', '.join(info.types)}, the contract expects {msgtype}"
+            )
+        if msgtype in info.problems:
+            raise BagError(f"bag {self.path}: topic {topic} cannot be decoded: {info.problems[msgtype]}")
         return info
 
     def fielddefs(self, msgtype: str) -> list[tuple[str, Any]]:
@@ -221,13 +253,19 @@ class BagSource:
 
     def messages(self, topics: Collection[str]) -> Iterator[tuple[str, int, bytes | memoryview]]:
         """(topic, receive stamp ns, raw CDR) for `topics`, in storage order."""
+        for topic, _, stamp, raw in self.typed_messages(topics):
+            yield topic, stamp, raw
+
+    def typed_messages(self, topics: Collection[str]) -> Iterator[tuple[str, str, int, bytes | memoryview]]:
+        """(topic, message type, receive stamp ns, raw CDR) for `topics`, in storage order; the type is the one
+        the message's connection was recorded with."""
         try:
             if self._direct is None:
                 conns = [c for c in self._reader.connections if c.topic in topics]
                 for conn, stamp, raw in self._reader.messages(connections=conns):
                     self.info.topics[conn.topic].read_count += 1
                     if _storage_row_ok(stamp, raw):
-                        yield conn.topic, stamp, raw
+                        yield conn.topic, conn.msgtype, stamp, raw
                     else:
                         self.refuse(conn.topic, CORRUPT_ROW)
             else:
@@ -239,7 +277,7 @@ class BagSource:
             # apsw/zstd errors, ...); all of them mean the same thing to the user.
             raise BagError(f"bag {self.path} is truncated or corrupt: {type(err).__name__}: {err}") from None
 
-    def _direct_messages(self, topics: Collection[str]) -> Iterator[tuple[str, int, bytes | memoryview]]:
+    def _direct_messages(self, topics: Collection[str]) -> Iterator[tuple[str, str, int, bytes | memoryview]]:
         per_message = self._reader.compression_mode == "message"
         assert self._direct is not None
         for storage in self._direct:
@@ -249,7 +287,7 @@ class BagSource:
             for conn, stamp, raw in storage.messages(conns):
                 self.info.topics[conn.topic].read_count += 1
                 if _storage_row_ok(stamp, raw):
-                    yield conn.topic, stamp, _zstd_decompress(raw) if per_message else raw
+                    yield conn.topic, conn.msgtype, stamp, _zstd_decompress(raw) if per_message else raw
                 else:
                     self.refuse(conn.topic, CORRUPT_ROW)
 
@@ -265,34 +303,27 @@ class BagSource:
             for reason, count in reasons.most_common()
         ]
 
-    def checked_message(self, raw: bytes | memoryview, topic: str) -> tuple[object | None, str | None]:
-        """(message, None) for a sound message of `topic`, (None, reason) for a damaged one.
-
-        Sound: rosbags parses it (its checks: encapsulation, string terminators, sequence and string lengths
-        within the message, no bytes left over) and its values are ones a valid message holds (`implausible`).
-        """
-        msgtype = self.info.topics[topic].msgtype
-        try:
-            msg = self.typestore.deserialize_cdr(_view(raw), msgtype)
-        except (SerdeError, struct.error, ValueError, IndexError, OverflowError, UnicodeDecodeError) as err:
-            # Offsets and lengths vary per message; the reason without them is what gets counted.
-            text = re.sub(r"\d+", "N", str(err).splitlines()[0] if str(err) else type(err).__name__)
-            return None, f"malformed CDR ({text[:100]})"
-        reason = implausible(msg, msgtype)
-        return (None, reason) if reason else (msg, None)
+    def checked_message(
+        self, raw: bytes | memoryview, topic: str, msgtype: str | None = None
+    ) -> tuple[object | None, str | None]:
+        """(message, None) for a sound message of `topic` (of type `msgtype`, default: the topic's first type),
+        (None, reason) for a damaged one (`lerobot_recorder.cdr.checked_message`: the same checks as the live
+        recorder's)."""
+        return cdr.checked_message(self.typestore, _view(raw), msgtype or self.info.topics[topic].msgtype)
 
     def deserialize(self, raw: bytes | memoryview, msgtype: str) -> object:
         """A message object (rosbags dataclass) from raw CDR."""
         try:
-            return self.typestore.deserialize_cdr(_view(raw), msgtype)
-        except (SerdeError, struct.error, ValueError, IndexError) as err:
+            return cdr.deserialize_cdr(self.typestore, _view(raw), msgtype)
+        except SerdeError as err:
             raise BagError(f"bag {self.path}: a {msgtype} message cannot be deserialized: {err}") from None
 
-    def header_stamp_ns(self, raw: bytes | memoryview, topic: str) -> int:
+    def header_stamp_ns(self, raw: bytes | memoryview, topic: str, msgtype: str | None = None) -> int:
         """The message's header stamp, read from the CDR bytes without deserializing the rest."""
-        if not self.info.topics[topic].has_header:
+        msgtype = msgtype or self.info.topics[topic].msgtype
+        if msgtype not in self.info.topics[topic].header_types:
             raise BagError(
-                f"bag {self.path}: {topic} ({self.info.topics[topic].msgtype}) has no std_msgs/Header; "
+                f"bag {self.path}: {topic} ({msgtype}) has no std_msgs/Header; "
                 "use --stamp receive (or `stamp: receive` in the contract)"
             )
         try:
@@ -322,28 +353,6 @@ CORRUPT_ROW = "storage row with a non-integer timestamp or non-binary data (dama
 def _storage_row_ok(stamp: object, raw: object) -> bool:
     """A damaged sqlite page can hand back a timestamp as bytes or text, or data as a number."""
     return isinstance(stamp, int) and not isinstance(stamp, bool) and isinstance(raw, (bytes, memoryview))
-
-
-def implausible(msg: Any, msgtype: str) -> str | None:
-    """Why a parsed message cannot be what a publisher sent (None when nothing is wrong)."""
-    header = getattr(msg, "header", None)
-    stamp = getattr(header, "stamp", None)
-    if stamp is not None and not 0 <= getattr(stamp, "nanosec", 0) < NS:
-        return "header stamp nanosec out of range (>= 1e9)"
-    if msgtype == "sensor_msgs/msg/Image":
-        if msg.height * msg.step != len(msg.data):
-            return "image data length differs from height x step"
-        if msg.step < msg.width:
-            return "image step smaller than its width"
-    elif msgtype == "sensor_msgs/msg/CompressedImage":
-        if len(msg.data) == 0:
-            return "compressed image without data"
-    elif msgtype == "sensor_msgs/msg/JointState":
-        for name in ("position", "velocity", "effort"):
-            values = getattr(msg, name)
-            if len(values) and len(values) != len(msg.name):
-                return f"JointState {name} and name lengths differ"
-    return None
 
 
 def _unbuildable(store: Typestore, msgtype: str) -> str | None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +177,19 @@ def _image(spec: SyntheticBagSpec, ts: Any, stamp: int, i: int, cam: int, compre
         step=step,
         data=data,
     )
+
+
+def png_declaring(height: int, width: int) -> bytes:
+    """A PNG whose header declares a `height` x `width` mono image but whose data holds only its first rows: the
+    shape of a decompression bomb (a few hundred bytes that a decoder would expand to height x width pixels), for
+    tests of checks that must not decode it."""
+    raw = zlib.compress(b"\0" * (width + 1) * 16, 9)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
 
 
 def write_synthetic_bag(path: str | Path, spec: SyntheticBagSpec = SyntheticBagSpec()) -> Path:
