@@ -119,3 +119,20 @@ def test_show_args_names_the_file_of_included_arguments(capsys: pytest.CaptureFi
     code, out, _ = _run(capsys, "--show-args", str(path))
     assert code == 0
     assert f"    'depth':\n        no description given\n        (declared in {child})\n        (default: '3')" in out
+
+
+def test_a_params_file_that_is_not_a_file_is_a_warning_not_an_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As with ros2 launch: the node starts without it; --print shows the warning, other runs print it on stderr."""
+    launch_file = tmp_path / "talker.launch.yaml"
+    launch_file.write_text(
+        "launch:\n- node:\n    pkg: lerobot_ros\n    exec: demo_talker\n"
+        "    param:\n    - {from: $(dirname)/none.yaml}\n"
+    )
+    warning = f"{launch_file}:6: node param: Parameter file path is not a file: {tmp_path / 'none.yaml'};"
+    code, out, err = _run(capsys, "--print", str(launch_file))
+    assert code == 0 and f"warning: {warning}" in out and "--params-file" not in out
+    code, out, err = _run(capsys, "--print-json", str(launch_file))
+    assert code == 0 and json.loads(out)["processes"][0]["parameters"] == []
+    assert err.startswith(f"[WARNING] [launch]: {warning}") and len(err.strip().splitlines()) == 1

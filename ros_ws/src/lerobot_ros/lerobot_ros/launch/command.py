@@ -224,11 +224,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     except LaunchError as err:
         raise CommandError(str(err)) from None
-    for warning in plan.warnings:
-        print(f"[WARNING] [launch]: {warning}", file=sys.stderr)
     if args.print_plan:
         format_plan(plan, sys.stdout)
         return 0
+    for warning in plan.warnings:
+        print(f"[WARNING] [launch]: {warning}", file=sys.stderr)
     if args.print_json:
         import json
 
