@@ -1,7 +1,7 @@
 """`make test` says what it did not prove: the skipped tests grouped by reason, each with the command that runs them.
 
-The summary is tests/conftest.py's `pytest_terminal_summary`; pytest's own closing line (`N passed, M skipped in
-...`) stays the last line of the run.
+The summary is tests/conftest.py's `pytest_terminal_summary` (its table: tests/skip_enablers.py); pytest's own
+closing line (`N passed, M skipped in ...`) stays the last line of the run.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ENABLE_ALL, skip_enabler, skip_summary
+from skip_enablers import ENABLE_ALL, skip_enabler, skip_summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def test_make_test_full_switches_on_every_opt_in_group() -> None:
     """test-full sets every opt-in variable the Makefile's targets and the summary's commands use."""
     import re
 
-    from conftest import _BY_MARKER
+    from skip_enablers import _BY_MARKER
 
     variable = re.compile(r"(LEROBOT_ROS_[A-Z0-9_]+)=1")
     recipes = [line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("\t")]
