@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -58,8 +59,9 @@ def read_policy_type(directory: Path) -> str:
     return policy_type
 
 
-def _project_metadata(directory: Path) -> tuple[dict[str, Any], str]:
-    """lerobot_ros.json (fps, feature names) and contract.yaml of one of our checkpoints; empty otherwise."""
+def _project_metadata(directory: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """lerobot_ros.json (fps, feature names) and the content of contract.yaml of one of our checkpoints; empty /
+    None otherwise (LoadError for a contract.yaml that is not a YAML mapping)."""
     meta: dict[str, Any] = {}
     if (directory / METADATA_NAME).is_file():
         try:
@@ -67,7 +69,19 @@ def _project_metadata(directory: Path) -> tuple[dict[str, Any], str]:
             meta = loaded if isinstance(loaded, dict) else {}
         except (OSError, json.JSONDecodeError):
             meta = {}
-    contract = (directory / CONTRACT_NAME).read_text() if (directory / CONTRACT_NAME).is_file() else ""
+    path = directory / CONTRACT_NAME
+    if not path.is_file():
+        return meta, None
+    try:
+        import yaml
+
+        contract = yaml.safe_load(path.read_text())
+    except ImportError:
+        return meta, None  # the contract is an extra: without PyYAML the client gives its own
+    except (OSError, yaml.YAMLError) as err:
+        raise LoadError(f"{path}: cannot read the checkpoint's contract ({' '.join(str(err).split())})") from None
+    if not isinstance(contract, dict):
+        raise LoadError(f"{path}: the checkpoint's contract is not a YAML mapping")
     return meta, contract
 
 
@@ -160,7 +174,7 @@ class LeRobotBackend:
         tokenizes = any("token" in type(step).__name__.lower() for step in getattr(preprocessor, "steps", []))
         self.info = PolicyInfo(
             policy_type=policy_type,
-            name=str(directory),
+            name=directory.name,
             backend="lerobot",
             device=device,
             inputs=_inputs(config.input_features, FeatureType.VISUAL),
@@ -169,7 +183,7 @@ class LeRobotBackend:
             action_names=_action_names(meta),
             fps=_fps(meta),
             language=tokenizes,
-            contract_yaml=contract,
+            contract=contract,
             versions={"lerobot": version, "torch": _version("torch"), "server": _version("lerobot-policy-server")},
         )
 
@@ -224,7 +238,7 @@ class TrainingBackend:
         _, contract = _project_metadata(directory)
         self.info = PolicyInfo(
             policy_type=read_policy_type(directory),
-            name=str(directory),
+            name=directory.name,
             backend="lerobot_training",
             device=device,
             inputs=_inputs(config.input_features, FeatureType.VISUAL),
@@ -233,7 +247,7 @@ class TrainingBackend:
             action_names=tuple(action.names) if action.names else (),
             fps=loaded.fps,
             language=False,
-            contract_yaml=contract,
+            contract=contract,
             versions={"torch": _version("torch"), "server": _version("lerobot-policy-server")},
         )
 
@@ -277,6 +291,11 @@ def load_backend(
         raise LoadError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if backend == "auto":
         backend = "lerobot" if importlib.util.find_spec("lerobot") is not None else "lerobot_training"
+    served: LeRobotBackend | TrainingBackend
     if backend == "lerobot":
-        return LeRobotBackend(directory, device, seed, robot_type)
-    return TrainingBackend(directory, device, seed)
+        served = LeRobotBackend(directory, device, seed, robot_type)
+    else:
+        served = TrainingBackend(directory, device, seed)
+    if directory != Path(checkpoint).expanduser():  # a Hub download: named by its repo id, not its cache path
+        served.info = dataclasses.replace(served.info, name=checkpoint)
+    return served

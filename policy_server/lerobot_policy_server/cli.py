@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
         )
     info = policy.info
     inputs = ", ".join(f"{f.key} {f.dtype}{list(f.shape)}" for f in info.inputs)
+    versions = ", ".join(f"{name} {version}" for name, version in info.versions.items())
     print(
-        f"policy-server: serving {info.policy_type} ({info.backend}, {info.device}) from {info.name} on "
-        f"{args.host}:{port}; inputs: {inputs}; {info.horizon} x {info.action_dim} actions",
+        f"policy-server: serving {info.policy_type} ({info.backend}, {info.device}) from {args.checkpoint} on "
+        f"{args.host}:{port}; inputs: {inputs}; {info.horizon} x {info.action_dim} actions; {versions}",
         flush=True,
     )
     serve_forever(server)

@@ -28,6 +28,7 @@ import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -116,8 +117,8 @@ class PolicyInfo:
     action_names: tuple[str, ...] = ()
     fps: float | None = None
     language: bool = False  # whether the policy reads the task text
-    contract_yaml: str = ""  # the checkpoint's contract.yaml, when it has one
-    versions: Mapping[str, str] = field(default_factory=dict)
+    contract: Mapping[str, Any] | None = None  # the checkpoint's contract (its content as data), when it has one
+    versions: Mapping[str, str] = field(default_factory=dict)  # for the server's own log: never sent
     image_encodings: tuple[str, ...] = (RAW,)  # how Predict requests may send camera images
 
 
@@ -281,10 +282,17 @@ def decode_reset_reply(data: bytes) -> None:
     _unframe(data, Kind.RESET_REPLY)
 
 
+def public_name(name: str) -> str:
+    """A policy's name as Info gives it: an absolute path's last part (where the checkpoint lies is the server's)."""
+    return PurePath(name).name if PurePath(name).is_absolute() or name.startswith("~") else name
+
+
 def encode_info(info: PolicyInfo) -> bytes:
+    """The Info reply: what a client needs to run the policy (inputs, actions, chunk length, fps, the contract);
+    no paths and no library versions."""
     fields = {
         "policy_type": info.policy_type,
-        "name": info.name,
+        "name": public_name(info.name),
         "backend": info.backend,
         "device": info.device,
         "inputs": [{"key": f.key, "shape": list(f.shape), "dtype": f.dtype, "visual": f.visual} for f in info.inputs],
@@ -293,8 +301,7 @@ def encode_info(info: PolicyInfo) -> bytes:
         "action_names": list(info.action_names),
         "fps": info.fps,
         "language": info.language,
-        "contract_yaml": info.contract_yaml,
-        "versions": dict(info.versions),
+        "contract": None if info.contract is None else dict(info.contract),
         "image_encodings": list(info.image_encodings),
     }
     return _frame(Kind.INFO_REPLY, fields)
@@ -316,9 +323,9 @@ def decode_info(data: bytes) -> PolicyInfo:
     fps = header.get("fps")
     if fps is not None and (not isinstance(fps, (int, float)) or isinstance(fps, bool) or not fps > 0):
         raise ProtocolError(f"field 'fps' must be a positive number or null, got {fps!r}")
-    versions = header.get("versions", {})
-    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
-        raise ProtocolError("field 'versions' must map names to strings")
+    contract = header.get("contract")
+    if contract is not None and not isinstance(contract, dict):
+        raise ProtocolError("field 'contract' must be an object or null")
     action_dim, horizon = _get(header, "action_dim", int), _get(header, "horizon", int)
     if action_dim < 1 or horizon < 1:
         raise ProtocolError(f"action_dim {action_dim} and horizon {horizon} must be >= 1")
@@ -333,8 +340,7 @@ def decode_info(data: bytes) -> PolicyInfo:
         action_names=_names(header.get("action_names", []), "action_names"),
         fps=None if fps is None else float(fps),
         language=bool(_get(header, "language", bool)),
-        contract_yaml=_get(header, "contract_yaml", str),
-        versions=versions,
+        contract=contract,
         image_encodings=_names(header.get("image_encodings", [RAW]), "image_encodings"),
     )
 

@@ -30,8 +30,7 @@ INFO = PolicyInfo(
     action_names=tuple(f"j{i}.pos" for i in range(6)),
     fps=30.0,
     language=True,
-    contract_yaml="fps: 30\n",
-    versions={"lerobot": "0.4.4"},
+    contract={"fps": 30},
 )  # fmt: skip
 
 

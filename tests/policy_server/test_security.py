@@ -4,6 +4,7 @@ calls, request sizes and connections (each refusal counted on the Stats reply), 
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from test_protocol_limits import deep_json_frame, huge_empty_tensor_frame
 from lerobot_policy_server import protocol
 from lerobot_policy_server.admission import REQUEST_OVERHEAD_BYTES, ServerLimits
 from lerobot_policy_server.client import PolicyClient, RemoteError
-from lerobot_policy_server.protocol import ErrorCode, PredictRequest
+from lerobot_policy_server.protocol import ErrorCode, FeatureSpec, PolicyInfo, PredictRequest
 from lerobot_policy_server.security import ClientSecurity, ServerSecurity
 from lerobot_policy_server.service import start_server
 
@@ -241,3 +242,18 @@ def test_a_flood_of_calls_on_one_connection_is_served_or_refused_never_cancelled
     channel.close()
     assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes
     assert codes.get("OK", 0) > 0
+
+
+def test_info_carries_what_a_client_needs_and_no_paths_versions_or_contract_file() -> None:
+    info = PolicyInfo(
+        policy_type="act", name="/home/me/runs/secret/pretrained_model", backend="lerobot", device="cpu",
+        inputs=(FeatureSpec("observation.state", (6,), "float32", False),), action_dim=6, horizon=5,
+        fps=30.0, contract={"fps": 30, "features": {}}, versions={"lerobot": "0.4.4", "torch": "2.13.0"},
+    )  # fmt: skip
+    header = json.loads(protocol.encode_info(info)[12:])
+    assert header["name"] == "pretrained_model"  # the directory's name, not where it lies
+    assert "versions" not in header and "contract_yaml" not in header
+    assert header["contract"] == {"fps": 30, "features": {}}  # the contract's content, as data
+    decoded = protocol.decode_info(protocol.encode_info(info))
+    assert (decoded.inputs, decoded.fps, decoded.horizon, decoded.action_dim) == (info.inputs, 30.0, 5, 6)
+    assert decoded.versions == {} and decoded.contract == info.contract

@@ -45,6 +45,7 @@ def test_our_checkpoint_is_served_by_lerobot_training_and_predicts_our_chunk(che
     with PolicyClient(f"grpc://127.0.0.1:{port}", timeout_s=60) as client:
         info = client.info()
         assert info.backend == "lerobot_training" and info.fps == 30.0 and info.horizon == 6
+        assert (info.name, info.versions) == ("pretrained_model", {})  # no path, no library versions
         assert info.action_names == ("shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos",
                                      "wrist_roll.pos", "gripper.pos")  # fmt: skip
         rng = np.random.default_rng(0)

@@ -180,3 +180,17 @@ def test_a_server_asking_for_a_token_gets_it_from_the_token_file(port, tmp_path:
         policy.close()
     finally:
         server.stop(0)
+
+
+def test_the_servers_contract_comes_with_info(port) -> None:
+    import dataclasses
+
+    served = TaskRecorder(6, 15, 30.0, "none")
+    served.info = dataclasses.replace(served.info, contract={"fps": 30, "features": {"action": {"topic": "/a"}}})
+    server, _ = serve(port, served)
+    try:
+        policy = RemotePolicy(f"grpc://127.0.0.1:{port}", timeout_s=5.0)
+        assert policy.contract == {"fps": 30, "features": {"action": {"topic": "/a"}}}
+        policy.close()
+    finally:
+        server.stop(0)

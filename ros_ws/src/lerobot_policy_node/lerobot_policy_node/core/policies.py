@@ -332,11 +332,8 @@ class RemotePolicy:
         self.fps = info.fps
         self.language = info.language
         self.contract: dict[str, Any] | None = None
-        if info.contract_yaml:
-            import yaml
-
-            loaded = yaml.safe_load(info.contract_yaml)
-            self.contract = loaded if isinstance(loaded, dict) else None
+        if info.contract:
+            self.contract = dict(info.contract)
         self.can_inpaint = False  # the policy server's protocol carries no previous chunk
         self._lock = threading.Lock()  # the failure state is shared by the inference workers
         self._failures = 0
