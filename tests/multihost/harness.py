@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -347,12 +348,15 @@ def start_stack(
         on("inference", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={checkpoint}", *policy_args],
            "policy", {CLOCK_OFFSET_ENV: str(clock_offset_s)} if clock_offset_s else None)  # fmt: skip
     else:
-        argv = server_argv or [venv_script("lerobot-ros"), "policy-server", str(checkpoint), "--port", str(server_port)]
+        token = workdir / "policy_server.token"  # listening beyond loopback, the server asks for a token
+        token.write_text(secrets.token_hex(16))
+        argv = server_argv or [venv_script("lerobot-ros"), "policy-server", str(checkpoint), "--port", str(server_port),
+                               "--host", hosts.address["inference"], "--token-file", str(token)]  # fmt: skip
         server = on("inference", argv, "server")
         server.wait_for_output(rf"serving .*\b{server_port}\b", timeout=180)
         address = f"grpc://{hosts.address['inference']}:{server_port}"
         on("robot", [venv_script("policy_node"), "--ros-args", "-p", f"checkpoint:={address}",
-                     *policy_args], "policy")  # fmt: skip
+                     "-p", f"remote_token_file:={token}", *policy_args], "policy")  # fmt: skip
     for name in ("driver", "executor", "policy"):
         started[name].wait_for_output("active", timeout=180)
     return Stack(hosts, started, pty, stats, probe_out, record_s)
