@@ -178,7 +178,10 @@ def decode_image(spec: FeatureSpec, image: EncodedImage) -> npt.NDArray[np.uint8
         )
     cv2 = _cv2()
     flags = int(cv2.IMREAD_COLOR) | int(cv2.IMREAD_IGNORE_ORIENTATION)
-    bgr = cv2.imdecode(np.frombuffer(image.data, dtype=np.uint8), flags)
+    try:
+        bgr = cv2.imdecode(np.frombuffer(image.data, dtype=np.uint8), flags)
+    except cv2.error as err:  # OpenCV's own limits and codec failures
+        raise ProtocolError(f"observation {spec.key!r}: the {image.encoding} bytes do not decode ({err})") from None
     if bgr is None:
         raise ProtocolError(f"observation {spec.key!r}: the {image.encoding} bytes do not decode")
     rgb = np.ascontiguousarray(bgr[:, :, ::-1])

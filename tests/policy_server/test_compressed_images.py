@@ -114,6 +114,14 @@ def test_a_decompression_bomb_or_a_wrong_size_is_refused_before_decoding(
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
+@pytest.mark.parametrize("encoding", ["jpeg", "png"])
+def test_truncated_bytes_are_invalid_argument(encoding: str) -> None:
+    data = images.encode_image(camera_like_image(240, 320), encoding, 90)
+    with pytest.raises(ProtocolError, match=f"the {encoding} bytes do not decode") as err:
+        images.decode_image(CAMERA, EncodedImage(encoding, data[: len(data) // 2]))
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+
+
 @pytest.fixture
 def camera_server():
     policy = SinePolicy(6, 15, 30.0, "none", camera=(240, 320))
