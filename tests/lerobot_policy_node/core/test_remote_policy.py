@@ -169,7 +169,7 @@ def test_a_server_asking_for_a_token_gets_it_from_the_token_file(port, tmp_path:
     server, _ = start_server(TaskRecorder(6, 15, 30.0, "none"), "127.0.0.1", port, ServerSecurity(token="t0ken"))
     url = f"grpc://127.0.0.1:{port}"
     try:
-        with pytest.raises(PolicyLoadError, match="refused Info: the call carries no token"):
+        with pytest.raises(PolicyLoadError, match=r"refused Info: the call carries no token.*set remote_token_file"):
             RemotePolicy(url, timeout_s=5.0)
         with pytest.raises(PolicyConfigError, match=r"token file .*absent: cannot read it"):
             RemotePolicy(url, timeout_s=5.0, access=RemoteAccess(token_file=str(tmp_path / "absent")))

@@ -311,9 +311,11 @@ class RemotePolicy:
             self._client.reset(timeout_s=connect_timeout_s)  # a (re)configured node starts a new episode
         except RemoteError as err:
             self._client.close()
-            raise PolicyLoadError(
-                f"{err}; start it with `lerobot-ros policy-server CHECKPOINT --port PORT` on that host"
-            ) from None
+            if err.code.value == "UNAUTHENTICATED":
+                hint = "set remote_token_file to a file holding the server's token (or $LEROBOT_POLICY_SERVER_TOKEN)"
+            else:
+                hint = "start it with `lerobot-ros policy-server CHECKPOINT --port PORT` on that host"
+            raise PolicyLoadError(f"{err}; {hint}") from None
         if image_encoding not in info.image_encodings:
             self._client.close()
             raise PolicyConfigError(
