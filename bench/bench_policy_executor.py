@@ -19,11 +19,12 @@ boundaries vs inside chunks. Ratios are baseline / ours. Writes bench/results/po
 `action_executor` process is sent 10-step and 100,000-step chunks (every 0.5 s), and the delay of each tick is
 the interval between consecutive command stamps minus the period (max and p99), for this tree's executor
 ("after": the chunk thread takes chunks over; also with `realtime`, the tick thread SCHED_FIFO) and for the
-executor of `--before` ("before": the tick thread took them over itself, lock held), all in the same run.
+executor of `--before` ("before": the tick thread took them over itself, lock held), all in the same run, in
+`--rounds` rounds (every other one in reverse order; the headline takes each figure's worst round).
 Writes bench/results/policy_executor_takeover.json.
 
     .venv/bin/python bench/bench_policy_executor.py [--seconds 8] [--quick]
-    .venv/bin/python bench/bench_policy_executor.py --takeover [--before 6243485]
+    .venv/bin/python bench/bench_policy_executor.py --takeover [--before 6243485] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -489,36 +490,48 @@ def run_takeover_version(version: str, pythonpath: str | None, extra: tuple[str,
         clean_stale_shm()
 
 
-def run_takeover(before: str, output: Path) -> None:
-    """--takeover: tick delays of this tree's executor and of `before`'s, same run (see the module docstring)."""
+def worst(entries: list[dict[str, Any]], *keys: str) -> float | None:
+    """The largest figure over the rounds of one version (None where no round measured it)."""
+    values = [v for v in (pick(e, *keys) for e in entries) if v is not None]
+    return max(values) if values else None
+
+
+def run_takeover(before: str, output: Path, rounds: int) -> None:
+    """--takeover: tick delays of this tree's executor and of `before`'s, same run (see the module docstring).
+
+    Each round runs the three executors, every other round in reverse order (the machine's load drifts)."""
     import tempfile
 
     repo = Path(__file__).resolve().parents[1]
     package = "ros_ws/src/lerobot_policy_node"
+    realtime = ("-p", "realtime:=true", "-p", f"realtime_priority:={PRIORITY}", "-p", "realtime_lock_memory:=false")
+    names = ("after", f"before ({before})", f"after, realtime (SCHED_FIFO {PRIORITY})")
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         sources = f"{package}/lerobot_policy_node"
         archive = subprocess.run(["git", "-C", str(repo), "archive", before, sources], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        realtime = ("-p", "realtime:=true", "-p", f"realtime_priority:={PRIORITY}", "-p", "realtime_lock_memory:=false")
-        versions = [
-            run_takeover_version("after", None),
-            run_takeover_version(f"before ({before})", f"{tmp}/{package}"),
-            run_takeover_version(f"after, realtime (SCHED_FIFO {PRIORITY})", None, realtime),
-        ]
-    after, earlier, _ = versions
+        runs = {names[0]: (None, ()), names[1]: (f"{tmp}/{package}", ()), names[2]: (None, realtime)}
+        for round_index in range(rounds):
+            for name in names if round_index % 2 == 0 else reversed(names):
+                pythonpath, extra = runs[name]
+                results.append({"round": round_index, **run_takeover_version(name, pythonpath, extra)})
+    by_name = {name: [r for r in results if r["version"] == name] for name in names}
     rows = []
-    for horizon in TAKEOVER_SIZES:
-        for stat in ("max", "p99"):
-            rows.append(
-                figure(
-                    f"tick delay while {horizon}-step chunks are taken over, {stat} (100 Hz executor)",
-                    pick(after, f"{horizon}_steps", f"{stat}_ms"),
-                    "ms",
-                    baseline=pick(earlier, f"{horizon}_steps", f"{stat}_ms"),
-                    baseline_what=f"the executor of {before} (chunks taken over in its tick thread), same run",
-                    target="<= 2 ms (issue #29)" if horizon == 100_000 and stat == "max" else None,
+    for name in (names[0], names[2]):
+        for horizon in TAKEOVER_SIZES:
+            for stat in ("max", "p99"):
+                rows.append(
+                    figure(
+                        f"tick delay while {horizon}-step chunks are taken over, {stat}, worst of {rounds} "
+                        f"round(s), 100 Hz executor: {name}",
+                        worst(by_name[name], f"{horizon}_steps", f"{stat}_ms"),
+                        "ms",
+                        baseline=worst(by_name[names[1]], f"{horizon}_steps", f"{stat}_ms"),
+                        baseline_what=f"the executor of {before} (chunks taken over in its tick thread), same run",
+                        target="<= 2 ms (issue #29)" if horizon == 100_000 and stat == "max" else None,
+                    )
                 )
-            )
     with open("/proc/loadavg") as handle:
         load = handle.read().split()[:3]
     report = {
@@ -528,7 +541,8 @@ def run_takeover(before: str, output: Path) -> None:
         "chunks_per_size": TAKEOVER_CHUNKS,
         "before": before,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_at_end": load},
-        "results": versions,
+        "rounds": rounds,
+        "results": results,
     }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2) + "\n")
@@ -544,6 +558,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=None, help="result JSON")
     parser.add_argument("--takeover", action="store_true", help="tick delay while long chunks are taken over")
     parser.add_argument("--before", default=TAKEOVER_BEFORE, help="--takeover: the commit of the 'before' executor")
+    parser.add_argument("--rounds", type=int, default=2, help="--takeover: rounds of the three executors")
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--delay", type=float, default=0.2, help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
@@ -552,7 +567,7 @@ def main() -> None:
         run_baseline(args)
         return
     if args.takeover:
-        run_takeover(args.before, args.output or TAKEOVER_RESULTS)
+        run_takeover(args.before, args.output or TAKEOVER_RESULTS, args.rounds)
         return
     args.output = args.output or RESULTS
     import tempfile

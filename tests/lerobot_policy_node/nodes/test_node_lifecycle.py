@@ -359,3 +359,50 @@ def test_realtime_runs_the_tick_thread_sched_fifo_and_says_so(context):
     finally:
         node.trigger_deactivate()
         node.destroy_node()
+
+
+def test_a_stop_during_a_takeover_is_the_last_trajectory_sent(context, monkeypatch):
+    """The JointTrajectory of a new chunk is built off the lock (O(horizon)); a software stop arriving meanwhile
+    sends its one-point hold at once. The trajectory must not go out after that hold: the robot would move on."""
+    import threading
+
+    from std_srvs.srv import SetBool
+
+    from lerobot_policy_node.nodes import executor_node
+
+    node = make_executor(context, **LIMITS, output="joint_trajectory")
+    sent: list = []
+    lock = threading.Lock()
+
+    class Recorder:
+        topic_name = "joint_trajectory"
+
+        def publish(self, msg) -> None:
+            with lock:
+                sent.append(len(msg.points))
+
+        def get_subscription_count(self) -> int:
+            return 0
+
+    build = executor_node.remaining_trajectory
+
+    def stopped_meanwhile(start):
+        node._on_enable(SetBool.Request(data=False), SetBool.Response())
+        return build(start)
+
+    monkeypatch.setattr(executor_node, "remaining_trajectory", stopped_meanwhile)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        with node._lock:
+            node._executor.reset([0.0, 0.0], node._now())
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        real, node._publisher = node._publisher, Recorder()
+        node._on_chunk(action_chunk(node, 50))
+        wait_for(lambda: node._executor.stats.chunks_accepted == 1 and not node._executor.enabled, "no take-over")
+        node.stop_thread()  # the chunk thread has finished whatever it was sending
+        with lock:
+            assert sent and sent[-1] == 1, f"points of each JointTrajectory sent, in order: {sent}"
+        node._publisher = real
+    finally:
+        node.trigger_deactivate()
+        node.destroy_node()

@@ -156,6 +156,9 @@ class ExecutorNode(LifecycleNode):
         )
         self._realtime = declare_realtime(self)
         self._lock = threading.Lock()
+        # Orders what goes to the robot on the trajectory output: a trajectory built off `_lock` goes out only if
+        # its plan is still the executor's, and a hold never overtakes it.
+        self._send_lock = threading.Lock()
         self._chunk_ready = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -488,23 +491,29 @@ class ExecutorNode(LifecycleNode):
 
     def _publish_hold(self, held: np.ndarray, now: int) -> None:
         if self._output == "joint_trajectory":
-            self._publish_points(np.array([now], dtype=np.int64), held[None, :])
+            with self._send_lock:
+                self._publisher.publish(self._points_message(np.array([now], dtype=np.int64), held[None, :]))
         else:
             self._publish_target(held, now)
 
     def _publish_trajectory(self, now: int) -> None:
-        """The remaining plan as a JointTrajectory: its first point under the lock, the O(horizon) rest without."""
+        """The remaining plan as a JointTrajectory: its first point under the lock, the O(horizon) rest without;
+        sent only while that plan is still the executor's (a stop or a newer chunk meanwhile sent their own)."""
         with self._lock:
             executor = self._executor
             start = executor.trajectory_start(now) if executor is not None else None
         if executor is None or start is None:
             return
         times, values, limited = remaining_trajectory(start)
-        with self._lock:
-            executor.stats.rate_limited_ticks += limited
-        self._publish_points(times, values)
+        msg = self._points_message(times, values)
+        with self._send_lock:
+            with self._lock:
+                executor.stats.rate_limited_ticks += limited
+                current = executor.plan is start.plan and executor is self._executor
+            if current:
+                self._publisher.publish(msg)
 
-    def _publish_points(self, times: np.ndarray, values: np.ndarray) -> None:
+    def _points_message(self, times: np.ndarray, values: np.ndarray) -> JointTrajectory:
         msg = JointTrajectory()
         msg.header.stamp = Time(nanoseconds=int(times[0])).to_msg()
         msg.joint_names = list(self._joint_names)
@@ -513,7 +522,7 @@ class ExecutorNode(LifecycleNode):
             point.positions = [float(v) for v in row]
             point.time_from_start = _duration(int(t - times[0]))
             msg.points.append(point)
-        self._publisher.publish(msg)
+        return msg
 
     def _publish_diagnostics(self) -> None:
         with self._lock:
