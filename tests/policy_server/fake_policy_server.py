@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_policy_server.protocol import FeatureSpec, PolicyInfo
+from lerobot_policy_server.security import ServerSecurity, read_token
 from lerobot_policy_server.service import serve_forever, start_server
 
 CAMERA_KEY = "observation.images.front"
@@ -86,10 +87,12 @@ def main() -> int:
     parser.add_argument("--fault", default="none", choices=("none", "dim", "fail"))
     parser.add_argument("--camera", default="", help="HxW: also take a camera image of this size")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--token-file", default="", help="callers must send the token this file holds")
     args = parser.parse_args()
     camera = tuple(int(n) for n in args.camera.split("x")) if args.camera else None
     policy = SinePolicy(args.action_dim, args.horizon, args.fps, args.fault, camera)  # type: ignore[arg-type]
-    server, port = start_server(policy, args.host, args.port)
+    security = ServerSecurity(read_token(args.token_file)) if args.token_file else None
+    server, port = start_server(policy, args.host, args.port, security)
     print(f"serving on {port}", flush=True)
     serve_forever(server, grace_s=0.2)
     return 0

@@ -199,3 +199,18 @@ def test_a_task_with_control_characters_is_refused(tmp_path, processes, ros_node
     policy.wait_for_output(r"task on ~/task refused: task contains control characters \(U\+000A\)", timeout=30)
     chunks.publish_task("stack, then wave")
     chunks.status(lambda s: s.task == "stack, then wave")
+
+
+def test_the_node_presents_the_token_a_server_asks_for(tmp_path, processes, ros_node):
+    chunks = ChunkProbe(ros_node)
+    publish_joint_states(ros_node)
+    (tmp_path / "token").write_text("5ecret-token\n")
+    port = free_port()
+    start_fake_server(processes, port, "--token-file", str(tmp_path / "token"))
+    contract = write_contract(tmp_path / "contract.yaml")
+    policy = start_policy(processes, contract, port)  # no token
+    policy.wait_for_output(r"refused Info: the call carries no token.*set remote_token_file", timeout=60)
+    assert chunks.status(lambda s: s.state == "error").message
+    policy.stop()
+    start_policy(processes, contract, port, "-p", f"remote_token_file:={tmp_path / 'token'}")
+    assert chunks.chunk(lambda c: True).horizon == 15
