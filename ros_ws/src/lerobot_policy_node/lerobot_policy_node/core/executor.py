@@ -462,9 +462,7 @@ class ChunkExecutor:
         a clock jump, another chunk): prepare it again from a new `handover`. Raises ChunkRejected "disabled"
         when the executor was stopped meanwhile (uncounted, like `prepare`'s: the caller `record_rejection`s)."""
         if not self._enabled:
-            raise ChunkRejected(
-                "disabled", f"chunk {prepared.chunk_id} ignored: the executor is disabled (software stop)"
-            )
+            raise _disabled(prepared.chunk_id)
         if prepared.generation != self._generation:
             return False
         self._set_plan(prepared.plan)
@@ -589,11 +587,15 @@ class ChunkExecutor:
         return out
 
 
+def _disabled(chunk_id: int) -> ChunkRejected:
+    return ChunkRejected("disabled", f"chunk {chunk_id} ignored: the executor is disabled (software stop)")
+
+
 def _check_header(chunk_id: int, horizon: int, stamp_ns: int, period_ns: int, handover: Handover) -> None:
     """The checks that need no data (O(1)): stopped, length, period, stamp against `handover.now_ns`."""
     config, now_ns = handover.config, handover.now_ns
     if not handover.enabled:
-        raise ChunkRejected("disabled", f"chunk {chunk_id} ignored: the executor is disabled (software stop)")
+        raise _disabled(chunk_id)
     if horizon < 1:
         raise ChunkRejected("shape", f"chunk {chunk_id} has horizon {horizon}; a chunk has at least one step")
     if horizon > config.max_chunk_steps:
@@ -633,7 +635,7 @@ def _checked_actions(chunk: Chunk, handover: Handover, size: int) -> FloatArray:
     """`chunk`'s actions once every check passed (raises ChunkRejected, uncounted)."""
     names = handover.config.joint_names
     if not handover.enabled:
-        raise ChunkRejected("disabled", f"chunk {chunk.chunk_id} ignored: the executor is disabled (software stop)")
+        raise _disabled(chunk.chunk_id)  # before the shape: a stopped executor looks at nothing
     actions = np.asarray(chunk.actions, dtype=np.float64)
     if actions.ndim != 2 or actions.shape[0] < 1 or actions.shape[1] != size:
         raise ChunkRejected(
