@@ -217,6 +217,43 @@ def test_a_connection_that_sends_nothing_is_closed(serve) -> None:
             pass
 
 
+def test_connections_beyond_the_limit_are_closed(serve) -> None:
+    port = serve(limits=ServerLimits(max_connections=2, handshake_timeout_s=600))  # no handshake timeout here
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        socks[2].settimeout(30)
+        while socks[2].recv(4096):  # the third: closed at once
+            pass
+        for sock in socks[:2]:  # the first two stay open
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                while sock.recv(4096):
+                    pass
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_an_idle_client_connection_is_closed(serve) -> None:
+    port = serve(limits=ServerLimits(idle_timeout_s=0.5))
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    states: list[grpc.ChannelConnectivity] = []
+    idle_again = threading.Event()
+
+    def on_state(state: grpc.ChannelConnectivity) -> None:
+        states.append(state)
+        if grpc.ChannelConnectivity.READY in states and state is grpc.ChannelConnectivity.IDLE:
+            idle_again.set()
+
+    channel.subscribe(on_state)
+    channel.unary_unary(f"/{protocol.SERVICE}/Info")(protocol.encode_info_request(), timeout=10)
+    try:
+        assert idle_again.wait(30), f"the server kept the idle connection: {states}"
+    finally:
+        channel.unsubscribe(on_state)
+        channel.close()
+
+
 @pytest.mark.parametrize(
     ("frame", "words"), [(deep_json_frame(), "nested deeper"), (huge_empty_tensor_frame(), "dimensions")]
 )
