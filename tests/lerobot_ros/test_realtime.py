@@ -111,3 +111,16 @@ def test_a_loop_that_never_sleeps_is_not_made_sched_fifo():
     calls = SystemCalls(set_scheduler=None, set_affinity=None, lock_memory=lambda: None)  # type: ignore[arg-type]
     report = apply_realtime(ON, "simulation loop", fifo_refusal="mode fast never sleeps", calls=calls)
     assert report.policy == "SCHED_OTHER" and report.refused == ("SCHED_FIFO: mode fast never sleeps",)
+
+
+def test_a_platform_without_the_calls_reports_them_unavailable():
+    from lerobot_ros.realtime import _unsupported
+
+    missing = _unsupported("sched_setscheduler")
+    calls = SystemCalls(set_scheduler=missing, set_affinity=missing, get_affinity=missing, lock_memory=lambda: None)
+    report = apply_realtime(RealtimeParameters(realtime=True, realtime_cpus=(0,)), "tick loop", calls=calls)
+    assert report.refused == (
+        "cpus [0]: os.sched_setscheduler is not available on this platform",
+        "SCHED_FIFO 50: os.sched_setscheduler is not available on this platform",
+    )
+    assert report.memory_locked and report.policy == "SCHED_OTHER"

@@ -24,11 +24,14 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lerobot_ros.node_kit.parameters import param
 
 MCL_CURRENT = 1
 MCL_FUTURE = 2
+SCHED_FIFO: int = getattr(os, "SCHED_FIFO", 1)
+sched_param: Callable[[int], Any] = getattr(os, "sched_param", lambda priority: priority)
 
 
 @dataclass(frozen=True)
@@ -94,18 +97,36 @@ def _mlockall() -> None:
         raise OSError(code, os.strerror(code))
 
 
+def _unsupported(name: str) -> Callable[..., Any]:
+    def call(*args: object) -> Any:
+        raise OSError(errno.ENOSYS, f"os.{name} is not available on this platform")
+
+    return call
+
+
+_SET_SCHEDULER: Callable[[int, int, Any], None] = getattr(os, "sched_setscheduler", _unsupported("sched_setscheduler"))
+_SET_AFFINITY: Callable[[int, set[int]], None] = getattr(os, "sched_setaffinity", _unsupported("sched_setaffinity"))
+_GET_AFFINITY: Callable[[int], set[int]] = getattr(os, "sched_getaffinity", _unsupported("sched_getaffinity"))
+
+
 @dataclass(frozen=True)
 class SystemCalls:
-    """The calls `apply_realtime` makes (tests swap them for ones that refuse)."""
+    """The calls `apply_realtime` makes (tests swap them for ones that refuse). Where the platform lacks one
+    (os.sched_* are Linux's), it refuses with ENOSYS: the thread runs on, the refusal is reported."""
 
-    set_scheduler: Callable[[int, int, os.sched_param], None] = os.sched_setscheduler
-    set_affinity: Callable[[int, set[int]], None] = os.sched_setaffinity
-    get_affinity: Callable[[int], set[int]] = os.sched_getaffinity
+    set_scheduler: Callable[[int, int, Any], None] = field(default=_SET_SCHEDULER)
+    set_affinity: Callable[[int, set[int]], None] = field(default=_SET_AFFINITY)
+    get_affinity: Callable[[int], set[int]] = field(default=_GET_AFFINITY)
     lock_memory: Callable[[], None] = field(default=_mlockall)
 
 
-def _why(err: OSError) -> str:
-    return os.strerror(err.errno) if err.errno is not None else str(err)
+# errno values that mean "not allowed": the refusal then says how to allow it.
+_NOT_PERMITTED = {errno.EPERM, errno.EACCES, errno.ENOMEM, errno.EAGAIN}
+
+
+def _why(err: OSError, hint: str = "") -> str:
+    text = err.strerror or (os.strerror(err.errno) if err.errno is not None else str(err))
+    return f"{text} ({hint})" if hint and err.errno in _NOT_PERMITTED else text
 
 
 def apply_realtime(
@@ -132,7 +153,7 @@ def apply_realtime(
             calls.set_affinity(tid, wanted)
             cpus = tuple(sorted(wanted))
         except OSError as err:
-            refused.append(f"cpus {sorted(wanted)}: {err.strerror or err}")
+            refused.append(f"cpus {sorted(wanted)}: {_why(err)}")
     locked = False
     if settings.realtime_lock_memory:
         try:
@@ -140,17 +161,17 @@ def apply_realtime(
             locked = True
         except OSError as err:
             hint = "needs CAP_IPC_LOCK or a memlock limit (ulimit -l) above the process's size"
-            refused.append(f"mlockall: {_why(err)} ({hint})")
+            refused.append(f"mlockall: {_why(err, hint)}")
     priority = 0
     if fifo_refusal:
         refused.append(f"SCHED_FIFO: {fifo_refusal}")
     else:
         try:
-            calls.set_scheduler(tid, os.SCHED_FIFO, os.sched_param(settings.realtime_priority))
+            calls.set_scheduler(tid, SCHED_FIFO, sched_param(settings.realtime_priority))
             priority = settings.realtime_priority
         except OSError as err:
             hint = f"needs root, CAP_SYS_NICE or an rtprio limit (ulimit -r) >= {settings.realtime_priority}"
-            refused.append(f"SCHED_FIFO {settings.realtime_priority}: {_why(err)} ({hint})")
+            refused.append(f"SCHED_FIFO {settings.realtime_priority}: {_why(err, hint)}")
     return RealtimeReport(thread, True, tid, priority, cpus, locked, tuple(refused))
 
 
