@@ -28,9 +28,11 @@ def convert(
     append: bool = False,
     allow_duplicates: bool = False,
     codec: str = "h264",
+    exact_jobs: bool = True,
     **options: Any,
 ) -> ConversionResult:
-    """convert_bags with test defaults (h264 for speed)."""
+    """convert_bags with test defaults (h264 for speed; `jobs` workers whatever the load, as the tests of the
+    parallel path need)."""
     opts = ConvertOptions(
         contract=contract,
         stamp=options.pop("stamp", contract.stamp),
@@ -47,6 +49,7 @@ def convert(
         allow_duplicates=allow_duplicates,
         codec=codec,
         jobs=jobs,
+        exact_jobs=exact_jobs,
     )
 
 

@@ -93,7 +93,12 @@ def test_killed_conversion_rerun_equals_a_clean_run(
     clean, resumed = tmp_path / "clean", tmp_path / "resumed"
     assert cli_main(_cli_args(bags, contract, clean)) == 0
     capsys.readouterr()
-    command = [sys.executable, "-m", "lerobot_ros.cli", *_cli_args(bags, contract, resumed, "--jobs", str(jobs))]
+    command = [
+        sys.executable,
+        "-m",
+        "lerobot_ros.cli",
+        *_cli_args(bags, contract, resumed, "--jobs", str(jobs), "--exact-jobs"),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -101,7 +106,7 @@ def test_killed_conversion_rerun_equals_a_clean_run(
             break
     proc.kill()
     proc.wait()
-    assert cli_main(_cli_args(bags, contract, resumed, "--jobs", str(jobs))) == 0
+    assert cli_main(_cli_args(bags, contract, resumed, "--jobs", str(jobs), "--exact-jobs")) == 0
     out = capsys.readouterr().out
     skipped = [line for line in out.splitlines() if "skipping" in line]
     assert len(skipped) == 1 and "already converted" in skipped[0], out

@@ -40,7 +40,17 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="max spread of one frame's samples (s; positive and finite)",
     )
-    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="bags converted in parallel (processes)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="bags converted in parallel (processes): at most N, and no more than the cores idle at the start "
+        "(a line says when fewer run)",
+    )
+    parser.add_argument(
+        "--exact-jobs", action="store_true", help="run --jobs N worker processes even when fewer cores are idle"
+    )
     parser.add_argument(
         "--codec",
         default=None,
@@ -159,6 +169,8 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
                 f"{len({entry['bag'] for entry in already})} bag(s) in {root}",
                 flush=True,
             ),
+            on_status=lambda line: print(f"bag2dataset: {line}", flush=True),
+            exact_jobs=args.exact_jobs,
         )
     except DiskFullError as err:
         raise CommandError(str(err)) from None

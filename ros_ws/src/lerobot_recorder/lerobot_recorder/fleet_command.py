@@ -66,8 +66,9 @@ def fleet_requested(args: argparse.Namespace) -> bool:
     for name, value in (("--append", args.append), ("--allow-duplicates", args.allow_duplicates)):
         if value:
             raise CommandError(f"{name} does not apply with --executor (the shards are merged into a new ROOT)")
-    if args.jobs != 1:
-        raise CommandError("--jobs does not apply with --executor; --workers sets how many tasks run at a time")
+    if args.jobs != 1 or args.exact_jobs:
+        option = "--jobs" if args.jobs != 1 else "--exact-jobs"
+        raise CommandError(f"{option} does not apply with --executor; --workers sets how many tasks run at a time")
     if args.tasks is not None and not 1 <= args.tasks <= 100_000:
         raise CommandError(f"--tasks {args.tasks}: give 1..100000 tasks")
     if args.workers is not None and not 1 <= args.workers <= 4096:

@@ -53,6 +53,7 @@ from lerobot_recorder.bags.convert import (
     check_contract_against_bag,
 )
 from lerobot_recorder.bags.errors import BagError, DiskFullError
+from lerobot_recorder.bags.parallelism import Parallelism, choose_parallelism, measure_idle_cores, usable_cores
 from lerobot_recorder.bags.reader import BagSource
 from lerobot_recorder.bags.sources import SourceLog, bag_hash, run_id, settings_of
 
@@ -84,6 +85,7 @@ class ConversionResult:
     seconds: float = 0.0
     report_path: Path | None = None
     report_error: str | None = None
+    parallelism: Parallelism | None = None  # the jobs and encoder threads this run chose (None: nothing converted)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -96,6 +98,7 @@ class ConversionResult:
             "already_converted": self.already,
             "failed": self.failed,
             "bags": self.bags,
+            "parallelism": None if self.parallelism is None else self.parallelism.as_dict(),
         }
 
 
@@ -544,6 +547,9 @@ def convert_bags(
     on_episode: Callable[[dict[str, Any]], None] | None = None,
     on_resume: Callable[[list[dict[str, Any]]], None] | None = None,
     progress_stream: TextIO | None = None,
+    on_status: Callable[[str], None] | None = None,
+    idle_cores: float | None = None,
+    exact_jobs: bool = False,
 ) -> ConversionResult:
     """Convert `bags` into the dataset at `root` (see the module docstring).
 
@@ -552,6 +558,10 @@ def convert_bags(
     An existing dataset at `root` is resumed when this command converted it (its source records name only
     these bags, with these settings), else refused unless `append`; `append` refuses a bag the dataset already
     holds unless `allow_duplicates`. DiskFullError when the disk fills (committed episodes stay).
+
+    `jobs` is an upper bound: at most one job per idle core runs (`parallelism.choose_parallelism`, from
+    `idle_cores` or, when None, the idle CPU measured now); `on_status` gets one line when fewer run.
+    `exact_jobs` runs `jobs` workers (at most one per bag) whatever the cores.
     """
     from lerobot_recorder.dataset import DatasetError
 
@@ -596,6 +606,12 @@ def convert_bags(
         _drop_if_empty(root, created, result)
         raise
     result.already = plan.already
+    if plan.bags:
+        result.parallelism = _parallelism(writer, jobs, len(plan.bags), idle_cores, exact_jobs)
+        writer.encoder_threads = result.parallelism.encoder_threads
+        if result.parallelism.note is not None and on_status is not None:
+            on_status(result.parallelism.note)
+        jobs = result.parallelism.jobs
     if plan.already and on_resume is not None:
         on_resume(plan.already)  # before converting: what an earlier run converted, and is skipped
     bar = None
@@ -696,6 +712,25 @@ def convert_bags(
         except OSError as err:
             result.report_error = f"the sync report {report_path_for(root)} was not saved: {err}"
     return result
+
+
+def _parallelism(
+    writer: DatasetWriter, jobs: int, bags: int, idle_cores: float | None, exact_jobs: bool
+) -> Parallelism:
+    """The jobs and encoder threads to convert `bags` bags with (see `parallelism.py`). The idle CPU is only
+    measured when it decides something: several jobs asked for, or an encoder whose threads follow the cores."""
+    from lerobot_recorder.dataset.video import video_encoding
+
+    cameras = sum(spec.dtype == "video" for spec in writer.features.values())
+    cores = usable_cores()
+    if exact_jobs:
+        jobs = min(jobs, bags)
+        cores = max(cores, jobs)
+        idle_cores = float(cores)
+    if idle_cores is None:
+        threads_follow_cores = cameras > 0 and video_encoding(writer.video_codec).threads is None
+        idle_cores = measure_idle_cores() if (jobs > 1 and bags > 1) or threads_follow_cores else float(cores)
+    return choose_parallelism(jobs, bags=bags, cameras=cameras, cores=cores, idle_cores=idle_cores)
 
 
 def _drop_if_empty(root: Path, created: bool, result: ConversionResult) -> bool:

@@ -87,6 +87,8 @@ class _Camera:
 class EpisodeStager:
     """Records one episode of `task` into `directory` (created; must not hold another episode).
 
+    `encoder_threads` caps each camera encoder's threads (None: the codec's default).
+
     Not thread-safe: call it from one thread (the per-camera encoders run in their own threads).
     """
 
@@ -99,6 +101,7 @@ class EpisodeStager:
         codec: str,
         task: str,
         max_pending: int = 64,
+        encoder_threads: int | None = None,
     ) -> None:
         if not isinstance(task, str) or not task.strip():
             raise FeatureError("task must be a non-empty string describing the episode")
@@ -110,6 +113,7 @@ class EpisodeStager:
         self._fps = fps
         self._codec = codec
         self._max_pending = max_pending
+        self._encoder_threads = encoder_threads
         self._values: dict[str, list[Any]] = {}
         self._cameras: dict[str, _Camera] = {}
         self._done = False
@@ -137,7 +141,12 @@ class EpisodeStager:
         if spec.dtype == "video":
             height, width, _ = spec.shape
             encoder = EpisodeVideoEncoder(
-                self.dir / f"{key}.mp4", codec=self._codec, fps=self._fps, height=height, width=width
+                self.dir / f"{key}.mp4",
+                codec=self._codec,
+                fps=self._fps,
+                height=height,
+                width=width,
+                threads=self._encoder_threads,
             )
 
             def consume_video(frame: npt.NDArray[np.uint8]) -> None:

@@ -91,6 +91,7 @@ class DatasetWriter:
         self._codec = video_codec
         self._lock = lock
         self._max_pending = max_pending
+        self._encoder_threads: int | None = None
         self._episode: EpisodeStager | None = None
         self._episode_index = 0
         self._closed = False
@@ -243,6 +244,17 @@ class DatasetWriter:
         return self._codec
 
     @property
+    def encoder_threads(self) -> int | None:
+        """Threads per camera encoder of the next episodes (None: the codec's default)."""
+        return self._encoder_threads
+
+    @encoder_threads.setter
+    def encoder_threads(self, threads: int | None) -> None:
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"encoder_threads must be None or an int >= 1, got {threads!r}")
+        self._encoder_threads = threads
+
+    @property
     def episode_frames(self) -> int:
         """Frames added to the episode being recorded (0 when none is)."""
         return self._episode.frames if self._episode is not None else 0
@@ -271,6 +283,7 @@ class DatasetWriter:
             codec=self._codec,
             task=task,
             max_pending=self._max_pending,
+            encoder_threads=self._encoder_threads,
         )
         self._episode_index = index
         return index
@@ -320,7 +333,13 @@ class DatasetWriter:
 
     def stager_settings(self) -> dict[str, Any]:
         """Keyword arguments (picklable) for an `EpisodeStager` whose episodes this writer can commit."""
-        return {"features": self.features, "fps": self.fps, "codec": self._codec, "max_pending": self._max_pending}
+        return {
+            "features": self.features,
+            "fps": self.fps,
+            "codec": self._codec,
+            "max_pending": self._max_pending,
+            "encoder_threads": self._encoder_threads,
+        }
 
     def commit_staged(self, staged: StagedEpisode) -> int:
         """Commit an episode staged by `EpisodeStager` (in this process or another); returns its index.
