@@ -35,12 +35,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="listen beyond loopback with neither token nor TLS (anyone who reaches the port can use the policy)",
     )
     parser.add_argument(
-        "--max-concurrent", type=int, default=_LIMITS.max_concurrent, help="calls served at once; more are refused"
+        "--max-concurrent",
+        type=int,
+        default=_LIMITS.max_concurrent,
+        help="calls served at once, default %(default)s; more are refused",
     )
     parser.add_argument("--max-request-bytes", type=int, default=0, help="largest request (default: inputs + 1 MiB)")
-    parser.add_argument("--max-connections", type=int, default=_LIMITS.max_connections, help="client connections")
     parser.add_argument(
-        "--idle-timeout", type=float, default=_LIMITS.idle_timeout_s, help="close a connection idle this long (s)"
+        "--max-connections",
+        type=int,
+        default=_LIMITS.max_connections,
+        help="client connections held at once (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=_LIMITS.idle_timeout_s,
+        help="close a connection idle this long (s, default %(default)s)",
     )
     parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, mps)")
     parser.add_argument(
