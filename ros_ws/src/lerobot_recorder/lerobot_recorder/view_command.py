@@ -1,7 +1,8 @@
 """`lerobot-ros view CONTRACT`: watch a running robot live in Rerun, and `lerobot-ros dataset view ROOT`.
 
 Both log the same entities (lerobot_recorder.view) into a spawned viewer (default), a running one
-(`--connect`), the web viewer (`--web [--port]`) or an .rrd file (`--save FILE.rrd`).
+(`--connect`), the web viewer (`--web [--port] [--host ADDRESS [--token-file FILE]]`, on loopback unless --host
+names another address, and then only with a token) or an .rrd file (`--save FILE.rrd`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,17 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lerobot_ros.command import Command, CommandError
 
+if TYPE_CHECKING:
+    from lerobot_recorder.view.sinks import Sink
+
 
 def add_sink_arguments(parser: argparse.ArgumentParser) -> None:
-    """--connect / --web [--port] / --save (default: spawn a viewer window); see lerobot_recorder.view.sinks."""
+    """--connect / --web [--port] [--host] [--token-file] / --save (default: spawn a viewer window); see
+    lerobot_recorder.view.sinks."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--connect",
@@ -29,6 +35,22 @@ def add_sink_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--save", type=Path, default=None, metavar="FILE.rrd", help="write an .rrd file instead")
     parser.add_argument("--port", type=int, default=9090, help="web viewer port with --web (default 9090)")
     parser.add_argument("--grpc-port", type=int, default=9876, help="data port of the viewer/web viewer (default 9876)")
+    parser.add_argument(
+        "--host",
+        default=None,
+        metavar="ADDRESS",
+        help="with --web: the address the web viewer listens on (default 127.0.0.1, this machine only); another "
+        "address (e.g. 0.0.0.0 for every interface) serves it beyond this machine, only with a token, while "
+        "Rerun's data port stays on 127.0.0.1",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --web --host ADDRESS: the token is the first line of FILE (else $LEROBOT_ROS_VIEW_TOKEN, else a "
+        "new random one each run); the printed URL carries it",
+    )
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -67,15 +89,22 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_common(parser)
 
 
-def _open_sink(rec: object, args: argparse.Namespace) -> str:
+def _open_sink(rec: object, args: argparse.Namespace) -> Sink:
     from lerobot_recorder.view.sinks import SinkChoice, ViewerUnavailableError, open_sink
+    from lerobot_recorder.view.web import WebViewerError
 
     try:
         return open_sink(rec, SinkChoice.from_args(args))  # type: ignore[arg-type]
     except ViewerUnavailableError as err:
         raise CommandError(f"cannot show the view: {err}") from None
-    except (ValueError, OSError, RuntimeError) as err:
+    except (ValueError, OSError, RuntimeError, WebViewerError) as err:
         raise CommandError(f"cannot open the view: {err}") from None
+
+
+def _check_serving(sink: Sink) -> None:
+    problem = sink.problem()
+    if problem is not None:
+        raise CommandError(f"the view stopped: {problem}", exit_code=1)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -91,8 +120,26 @@ def _run(args: argparse.Namespace) -> int:
     except (ContractError, OSError) as err:
         raise CommandError(f"{err}") from None
 
-    import rclpy
     import rerun as rr
+
+    rec = rr.RecordingStream("lerobot_ros_view", send_properties=False)
+    sink = _open_sink(rec, args)
+    try:
+        summary = _watch(args, contract, rec, sink, jpeg_quality)
+    finally:
+        sink.close()
+    for topic in summary["missing"]:
+        print(f"missing: no message on {topic} while viewing")
+    print("view summary: " + json.dumps(summary), flush=True)
+    if args.web:
+        print("the web viewer stops with this command", flush=True)
+    _check_serving(sink)
+    return 0
+
+
+def _watch(args: argparse.Namespace, contract: Any, rec: Any, sink: Sink, jpeg_quality: int) -> dict[str, Any]:
+    """Run the Viewer node until Ctrl-C, --duration or the sink stops serving; returns the node's summary."""
+    import rclpy
     from rclpy.parameter import Parameter
 
     from lerobot_recorder.nodes.viewer import Viewer
@@ -101,8 +148,6 @@ def _run(args: argparse.Namespace) -> int:
     from lerobot_ros.dds import apply_ros_environment
     from lerobot_ros.executors import SingleThreadedExecutor
 
-    rec = rr.RecordingStream("lerobot_ros_view", send_properties=False)
-    where = _open_sink(rec, args)
     apply_ros_environment()
     rclpy.init()
     stop = stop_on_signals()
@@ -118,13 +163,18 @@ def _run(args: argparse.Namespace) -> int:
         )
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        print(f"{where}; watching {len(contract.features)} contract topics (Ctrl-C to stop)", flush=True)
-        start = time.monotonic()
+        print(f"{sink.where}; watching {len(contract.features)} contract topics (Ctrl-C to stop)", flush=True)
+        start = next_check = time.monotonic()
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
-            if args.duration and time.monotonic() - start >= args.duration:
+            now = time.monotonic()
+            if args.duration and now - start >= args.duration:
                 break
-        summary = node.finish()
+            if now >= next_check:
+                next_check = now + 1.0
+                if sink.problem() is not None:
+                    break
+        summary: dict[str, Any] = node.finish()
         executor.shutdown()
         node.destroy_node()
     finally:
@@ -133,12 +183,7 @@ def _run(args: argparse.Namespace) -> int:
         rec.flush()
         if args.save is not None:
             rec.disconnect()
-    for topic in summary["missing"]:
-        print(f"missing: no message on {topic} while viewing")
-    print("view summary: " + json.dumps(summary), flush=True)
-    if args.web:
-        print("the web viewer stops with this command", flush=True)
-    return 0
+    return summary
 
 
 def add_dataset_view_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,15 +225,25 @@ def run_dataset_view(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot read {root}: {err}") from None
     import rerun as rr
 
-    from lerobot_recorder.view.entities import EPISODE_TIME, ViewLogger
-    from lerobot_recorder.view.episode import log_episode
-
     if not 0 <= args.episode < reader.num_episodes:
         raise CommandError(
             f"--episode {args.episode}: {root} has {reader.num_episodes} episode(s) (0..{reader.num_episodes - 1})"
         )
     rec = rr.RecordingStream("lerobot_ros_dataset_view", send_properties=False)
-    where = _open_sink(rec, args)
+    sink = _open_sink(rec, args)
+    try:
+        _show_episode(args, reader, rec, sink)
+    finally:
+        sink.close()
+    return 0
+
+
+def _show_episode(args: argparse.Namespace, reader: Any, rec: Any, sink: Sink) -> None:
+    from lerobot_recorder.dataset import DatasetError
+    from lerobot_recorder.view.entities import EPISODE_TIME, ViewLogger
+    from lerobot_recorder.view.episode import log_episode
+
+    root: Path = args.root
     stride = 1 if not args.image_rate else max(1, round(reader.fps / args.image_rate))
     with reader:
         try:
@@ -201,7 +256,7 @@ def run_dataset_view(args: argparse.Namespace) -> int:
         except DatasetError as err:
             raise CommandError(f"cannot show episode {args.episode} of {root}: {err}") from None
     rec.flush()
-    print(where)
+    print(sink.where)
     cameras = ", ".join(f"{k} ({n} pictures)" for k, n in view.cameras.items()) or "none"
     print(f"episode {view.episode_index}: {view.frames} frames; cameras: {cameras}; plots: {', '.join(view.vectors)}")
     if view.sync_report:
@@ -211,17 +266,16 @@ def run_dataset_view(args: argparse.Namespace) -> int:
     if args.save is not None:
         rec.disconnect()
     elif args.web:
-        _serve_until_stopped()
-    return 0
+        _serve_until_stopped(sink)
 
 
-def _serve_until_stopped() -> None:
+def _serve_until_stopped(sink: Sink) -> None:
     from lerobot_ros.command import stop_on_signals
 
     stop = stop_on_signals()
     print("serving the web viewer (Ctrl-C to stop)", flush=True)
     while not stop.wait(0.5):
-        pass
+        _check_serving(sink)
 
 
 VIEW = Command(
