@@ -4,6 +4,8 @@ Each method decodes its request with `protocol`, so a malformed or wrong-version
 typed status (INVALID_ARGUMENT / FAILED_PRECONDITION) and a one-line message instead of an exception trace.
 Inferences run one at a time (one model); Info and Reset never wait behind a running inference's bytes.
 Compressed camera images are decoded (bounded, `images`) before the inference lock is taken.
+Who may call (`security`: token, TLS) and how much (`admission`: calls, request bytes, connections) is checked
+before a method runs; `Stats` reports the counts of calls and refusals.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from lerobot_policy_server.admission import CallPool, Gate, ServerLimits, Server
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
 from lerobot_policy_server.security import ServerSecurity
 
-# Channel options of both ends: frames carry camera images (a few MB), far above gRPC's 4 MB default.
+# The client's channel options: frames carry camera images (a few MB), far above gRPC's 4 MB default. The
+# server's are `ServerLimits.grpc_options` (requests sized from the policy's inputs).
 MESSAGE_OPTIONS = [
     ("grpc.max_receive_message_length", protocol.MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", protocol.MAX_MESSAGE_BYTES),
