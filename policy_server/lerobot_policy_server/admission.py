@@ -8,9 +8,9 @@ one), connections beyond `max_connections` are closed, a connection that does no
 
 gRPC core also cancels calls (CANCELLED) that wait for the Python layer to take them once more than
 ``grpc.server.max_pending_requests`` (default 1000; up to 3000) are waiting: 10,000 concurrent calls on one
-connection hit it. Here the pending limit is `max_connections` x `max_streams`, so up to that many calls at once
-are each answered: served, or refused RESOURCE_EXHAUSTED. (Limiting HTTP/2 streams per connection instead
-made bursts meet REFUSED_STREAM, UNAVAILABLE at the client.)
+connection hit it. Here the pending limit is `max_connections` x `pending_per_connection`, so up to that many
+calls at once are each answered: served, or refused RESOURCE_EXHAUSTED. (Limiting HTTP/2 streams per
+connection instead made bursts meet REFUSED_STREAM, UNAVAILABLE at the client.)
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ class ServerLimits:
     max_concurrent: int = 8
     max_request_bytes: int = 0
     max_connections: int = 16
-    max_streams: int = 1000  # calls that may wait for the server per connection
+    pending_per_connection: int = 1000  # calls of one connection that may wait for a worker
     idle_timeout_s: float = 300.0
     max_connection_age_s: float = 0.0  # 0: no limit
     handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("max_concurrent", "max_connections", "max_streams"):
+        for name in ("max_concurrent", "max_connections", "pending_per_connection"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("idle_timeout_s", "handshake_timeout_s"):
@@ -65,7 +65,7 @@ class ServerLimits:
 
     def grpc_options(self, request_bytes: int) -> list[tuple[str, int]]:
         """The server's gRPC channel arguments."""
-        pending = self.max_connections * self.max_streams + 1
+        pending = self.max_connections * self.pending_per_connection + 1
         options = [
             ("grpc.max_receive_message_length", request_bytes),
             ("grpc.max_send_message_length", protocol.MAX_MESSAGE_BYTES),
