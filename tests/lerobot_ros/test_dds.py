@@ -39,6 +39,31 @@ def test_ros_environment_applies_profile_and_keeps_user_choices():
     assert PROFILE_ENV not in ros_environment({"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"})
 
 
+def test_single_host_profile_keeps_udp_on_loopback_and_multihost_does_not():
+    ns = {"d": "http://www.eprosima.com"}
+    udp = ".//d:transport_descriptor[d:type='UDPv4']"
+    single = ET.parse(profile_path("shm")).getroot()
+    assert [a.text for a in single.iterfind(f"{udp}/d:interfaceWhiteList/d:address", ns)] == ["127.0.0.1"]
+    multihost = ET.parse(profile_path("multihost")).getroot()
+    assert multihost.find(f"{udp}/d:interfaceWhiteList", ns) is None  # other hosts must reach it
+
+
+def test_localhost_discovery_needs_no_second_transport_under_the_loopback_profile():
+    """rmw_fastrtps adds its own UDPv4 transport (every interface) for LOCALHOST; the shm profile confines
+    discovery already, so LOCALHOST is passed on as SYSTEM_DEFAULT there and nowhere else."""
+    localhost = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    assert ros_environment(localhost)["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT"
+    assert ros_environment(ros_environment(localhost))["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SYSTEM_DEFAULT"
+    assert "ROS_AUTOMATIC_DISCOVERY_RANGE" not in ros_environment({})
+    assert ros_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
+    for other in (
+        {PROFILE_ENV: "/etc/my.xml"},
+        {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"},
+        {"LEROBOT_ROS_DDS": "multihost"},
+    ):
+        assert ros_environment({**localhost, **other})["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST", other
+
+
 def test_missing_override_profile_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("LEROBOT_ROS_DDS_PROFILE", "/nonexistent/profile.xml")
     with pytest.raises(RuntimeError, match="does not exist"):

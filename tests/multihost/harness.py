@@ -12,7 +12,8 @@ sees; the inference host runs the policy node (variant "node"), or the policy se
 robot host (variant "server"). The policy is a small ACT (random weights, action statistics that put its chunks
 on a fixed target pose) reading the state and the cameras.
 
-Used by tests/multihost/test_two_hosts.py and bench/bench_multihost.py.
+Used by tests/multihost/test_two_hosts.py and bench/bench_multihost.py. `LanNamespace` is a single host with a
+LAN address, for checking what a stack exposes beyond loopback (tests/multihost/test_port_scan.py).
 """
 
 from __future__ import annotations
@@ -169,6 +170,71 @@ def two_hosts(root: Path) -> Iterator[TwoHosts]:
         yield hosts
     finally:
         hosts.down()
+
+
+@dataclass
+class LanNamespace:
+    """One network namespace that has a LAN: `lo`, and a veth pair whose two ends both stay inside, one carrying
+    10.231.<n>.1/24 and the ULA fd6c:7270:<n>::1/64 (IPv6 where the kernel has it). Nothing leaves the namespace.
+
+    Its processes (`command`) also get their own /dev/shm (a tmpfs mounted for it and unmounted by `down()`), so
+    Fast DDS segments never outlive it. `up()` makes it, `down()` removes everything (also after a failed `up`).
+    """
+
+    root: Path
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    def __post_init__(self) -> None:
+        subnet = 1 + int(self.tag, 16) % 250
+        self.ns = f"lrp{self.tag}l"
+        self.lan_if, self.peer_if = f"lrp{self.tag}l0", f"lrp{self.tag}l1"
+        self.ipv4 = f"10.231.{subnet}.1"
+        self.ipv6 = f"fd6c:7270:{subnet:x}::1"
+        self.addresses: list[str] = []
+        self.shm = self.root / "shm_lan"
+
+    def up(self) -> None:
+        _run(["ip", "netns", "add", self.ns])
+        _run(["ip", "-n", self.ns, "link", "add", self.lan_if, "type", "veth", "peer", "name", self.peer_if])
+        _run(["ip", "-n", self.ns, "addr", "add", f"{self.ipv4}/24", "dev", self.lan_if])
+        self.addresses = [self.ipv4]
+        if Path("/proc/sys/net/ipv6").exists():
+            _run(["ip", "-n", self.ns, "addr", "add", f"{self.ipv6}/64", "dev", self.lan_if, "nodad"])
+            self.addresses.append(self.ipv6)
+        for interface in ("lo", self.lan_if, self.peer_if):
+            _run(["ip", "-n", self.ns, "link", "set", interface, "up"])
+        self.shm.mkdir(parents=True, exist_ok=True)
+        _run(["mount", "-t", "tmpfs", "-o", "size=512m", f"lrp{self.tag}", str(self.shm)])
+
+    def down(self) -> None:
+        subprocess.run(["umount", "-l", str(self.shm)], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "delete", self.ns], capture_output=True, check=False)
+
+    def command(self, argv: list[str]) -> list[str]:
+        """`argv` run inside the namespace, with its own /dev/shm."""
+        mount = 'mount --bind "$0" /dev/shm && exec "$@"'
+        return ["ip", "netns", "exec", self.ns, "sh", "-c", mount, str(self.shm), *argv]
+
+    def scan(self) -> dict[str, Any]:
+        """netscan.py run inside the namespace against its LAN addresses (see that module)."""
+        argv = [sys.executable, str(HERE / "netscan.py")]
+        for address in self.addresses:
+            argv += ["--address", address]
+        result = subprocess.run(["ip", "netns", "exec", self.ns, *argv], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"netscan.py failed: {result.stderr.strip()}")
+        scanned: dict[str, Any] = json.loads(result.stdout)
+        return scanned
+
+
+@contextmanager
+def lan_namespace(root: Path) -> Iterator[LanNamespace]:
+    lan = LanNamespace(root)
+    try:
+        lan.up()
+        yield lan
+    finally:
+        lan.down()
 
 
 def host_env(base: Mapping[str, str], domain_id: int) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 Fast DDS with its default transports drops most large best-effort messages (camera frames)
 on small machines; `fastdds_shm.xml` gives each participant a 16 MB shared-memory segment
-plus UDPv4. `fastdds_multihost.xml` (LEROBOT_ROS_DDS=multihost) is for a stack split over hosts: the same
+plus UDPv4 on the loopback interface only (nothing of the stack is reachable from the LAN).
+`fastdds_multihost.xml` (LEROBOT_ROS_DDS=multihost) is for a stack split over hosts: the same
 shared memory inside a host, UDPv4 with large socket buffers between hosts, and SUBNET discovery.
 Processes that die leave their segments in /dev/shm: `clean_stale_shm` removes
 the ones whose owner is gone, the way Fast DDS's own `fastdds shm clean` decides it (an
@@ -70,7 +71,10 @@ def ros_environment(base: Mapping[str, str] | None = None, profile: str | None =
 
     `profile` (or LEROBOT_ROS_DDS in `base`) picks the shipped profile: "shm" (default) or "multihost", which also
     sets ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET unless `base` sets a range. Values already set in `base` win, so a
-    user can point at another profile or middleware.
+    user can point at another profile or middleware, with one exception: under the shipped loopback-only "shm"
+    profile a LOCALHOST range is passed on as SYSTEM_DEFAULT. The profile already keeps discovery and data on
+    this host, while rmw_fastrtps implements LOCALHOST by adding a UDPv4 transport of its own whose sockets are
+    bound to every interface.
     """
     env = dict(os.environ if base is None else base)
     choice = profile_choice(profile, env)
@@ -79,12 +83,23 @@ def ros_environment(base: Mapping[str, str] | None = None, profile: str | None =
         env.setdefault(DISCOVERY_ENV, "SUBNET")
     if PROFILE_ENV not in env and "FASTDDS_BUILTIN_TRANSPORTS" not in env:
         env[PROFILE_ENV] = str(profile_path(choice))
+    if env.get(DISCOVERY_ENV) == "LOCALHOST" and _is_shipped_loopback_profile(env.get(PROFILE_ENV)):
+        env[DISCOVERY_ENV] = "SYSTEM_DEFAULT"
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     prefixes = [p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     if sys.prefix not in prefixes:
         prefixes.append(sys.prefix)
     env["AMENT_PREFIX_PATH"] = os.pathsep.join(prefixes)
     return env
+
+
+def _is_shipped_loopback_profile(path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        return Path(path).resolve() == share.find(f"config/{PROFILE_NAME}").resolve()
+    except share.ShareFileNotFoundError:
+        return False
 
 
 def apply_ros_environment() -> None:
