@@ -3,8 +3,8 @@
 `--jobs N` asks for up to N worker processes; each runs a reader thread and one encoder per camera. On cores
 that other processes keep busy, more processes do not get more CPU: they add process start-up and cache
 misses and make the conversion slower than `--jobs 1`. So the conversion measures the idle CPU of the cores
-it may run on (`measure_idle_cores`: /proc/stat over a short window, the load average where that cannot be
-read) and `choose_parallelism` runs at most one job per idle core, and caps each camera encoder's threads so
+it may run on (`IdleProbe`: /proc/stat over the conversion's own start-up, the load average where that cannot
+be read) and `choose_parallelism` runs at most one job per idle core, and caps each camera encoder's threads so
 that jobs x cameras x threads stays within the idle cores (an encoder left to its defaults starts a thread
 per core of the machine: SVT-AV1 ~47 threads per encoder on 2 cores).
 """
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-IDLE_WINDOW_S = 0.3  # how long the idle CPU is sampled before a conversion starts
+IDLE_WINDOW_S = 0.1  # the shortest window the idle CPU is measured over (/proc/stat counts in 10 ms ticks)
 
 
 @dataclass(frozen=True)
@@ -94,28 +94,43 @@ def _cpu_times(cpus: set[int] | None) -> dict[int, tuple[int, int]] | None:
     return out or None
 
 
-def measure_idle_cores(window_s: float = IDLE_WINDOW_S) -> float:
-    """Idle cores among those this process may use, averaged over `window_s` (e.g. 1.6 of 2).
+class IdleProbe:
+    """The idle cores among those this process may use, over a window that starts when the probe is made.
 
-    From /proc/stat; where it cannot be read, the usable cores minus the 1-minute load average.
+    Start it before other work (a conversion's checks of its bags): the CPU this process uses meanwhile counts
+    as available to it, so the window costs no waiting unless it is shorter than `IDLE_WINDOW_S`.
     """
-    try:
-        cpus: set[int] | None = set(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = None
-    before = _cpu_times(cpus)
-    if before is not None:
-        time.sleep(window_s)
-        after = _cpu_times(cpus)
-        if after is not None:
-            idle = 0.0
-            for cpu, (idle_after, total_after) in after.items():
-                idle_before, total_before = before.get(cpu, (idle_after, total_after))
-                if total_after > total_before:
-                    idle += (idle_after - idle_before) / (total_after - total_before)
-            return idle
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return float(usable_cores())
-    return max(0.0, usable_cores() - load)
+
+    def __init__(self) -> None:
+        try:
+            self._cpus: set[int] | None = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self._cpus = None
+        self._start = (time.monotonic(), time.process_time(), _cpu_times(self._cpus))
+
+    def idle_cores(self, min_window_s: float = IDLE_WINDOW_S) -> float:
+        """Idle cores since the probe started (e.g. 1.6 of 2), this process's own use counted as idle.
+
+        From /proc/stat; where it cannot be read, the usable cores minus the 1-minute load average.
+        """
+        wall0, own0, before = self._start
+        time.sleep(max(0.0, min_window_s - (time.monotonic() - wall0)))
+        after = _cpu_times(self._cpus)
+        if before is None or after is None:
+            try:
+                return max(0.0, usable_cores() - os.getloadavg()[0])
+            except OSError:
+                return float(usable_cores())
+        idle = 0.0
+        for cpu, (idle_after, total_after) in after.items():
+            idle_before, total_before = before.get(cpu, (idle_after, total_after))
+            if total_after > total_before:
+                idle += (idle_after - idle_before) / (total_after - total_before)
+        wall = time.monotonic() - wall0
+        own = (time.process_time() - own0) / wall if wall > 0 else 0.0
+        return min(float(len(after)), idle + own)
+
+
+def measure_idle_cores(window_s: float = IDLE_WINDOW_S) -> float:
+    """Idle cores among those this process may use over the next `window_s` (see `IdleProbe`)."""
+    return IdleProbe().idle_cores(window_s)

@@ -53,7 +53,7 @@ from lerobot_recorder.bags.convert import (
     check_contract_against_bag,
 )
 from lerobot_recorder.bags.errors import BagError, DiskFullError
-from lerobot_recorder.bags.parallelism import Parallelism, choose_parallelism, measure_idle_cores, usable_cores
+from lerobot_recorder.bags.parallelism import IdleProbe, Parallelism, choose_parallelism, usable_cores
 from lerobot_recorder.bags.reader import BagSource
 from lerobot_recorder.bags.sources import SourceLog, bag_hash, run_id, settings_of
 
@@ -567,6 +567,7 @@ def convert_bags(
 
     if not bags:
         raise BagError("no bag given")
+    probe = IdleProbe()  # measures while the bags are checked and hashed
     check_output(root)
     problems = preflight(bags, options)
     if problems:
@@ -607,7 +608,9 @@ def convert_bags(
         raise
     result.already = plan.already
     if plan.bags:
-        result.parallelism = _parallelism(writer, jobs, len(plan.bags), idle_cores, exact_jobs)
+        result.parallelism = _parallelism(
+            writer, jobs, len(plan.bags), probe if idle_cores is None else idle_cores, exact_jobs
+        )
         writer.encoder_threads = result.parallelism.encoder_threads
         if result.parallelism.note is not None and on_status is not None:
             on_status(result.parallelism.note)
@@ -714,9 +717,7 @@ def convert_bags(
     return result
 
 
-def _parallelism(
-    writer: DatasetWriter, jobs: int, bags: int, idle_cores: float | None, exact_jobs: bool
-) -> Parallelism:
+def _parallelism(writer: DatasetWriter, jobs: int, bags: int, idle: float | IdleProbe, exact_jobs: bool) -> Parallelism:
     """The jobs and encoder threads to convert `bags` bags with (see `parallelism.py`). The idle CPU is only
     measured when it decides something: several jobs asked for, or an encoder whose threads follow the cores."""
     from lerobot_recorder.dataset.video import video_encoding
@@ -726,11 +727,11 @@ def _parallelism(
     if exact_jobs:
         jobs = min(jobs, bags)
         cores = max(cores, jobs)
-        idle_cores = float(cores)
-    if idle_cores is None:
+        idle = float(cores)
+    if isinstance(idle, IdleProbe):
         threads_follow_cores = cameras > 0 and video_encoding(writer.video_codec).threads is None
-        idle_cores = measure_idle_cores() if (jobs > 1 and bags > 1) or threads_follow_cores else float(cores)
-    return choose_parallelism(jobs, bags=bags, cameras=cameras, cores=cores, idle_cores=idle_cores)
+        idle = idle.idle_cores() if (jobs > 1 and bags > 1) or threads_follow_cores else float(cores)
+    return choose_parallelism(jobs, bags=bags, cameras=cameras, cores=cores, idle_cores=idle)
 
 
 def _drop_if_empty(root: Path, created: bool, result: ConversionResult) -> bool:
