@@ -22,6 +22,7 @@ marker); the status and /diagnostics contents are assembled in `recorder.status`
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +37,7 @@ from lerobot_contract.align import AlignFeature
 from lerobot_contract.frames import FrameDecoder
 from lerobot_contract.sampler import STAMP_REJECTIONS, LiveSampler
 from lerobot_contract.time import NS
+from lerobot_recorder import cdr
 from lerobot_recorder.dataset import DatasetWriter, feature_specs
 from lerobot_recorder.dataset.commit import uncommitted_dataset
 from lerobot_recorder.recorder import status as status_mod
@@ -159,6 +161,8 @@ class RecordingSession:
         self.episode_index = 0
         self.num_saved = 0
         self.bad_messages = 0
+        # Per topic, the messages left out as damaged, by reason (values are counts).
+        self.bad_message_reasons: dict[str, dict[str, int]] = {}
         # Messages published on a contract topic that never reached the session (a gap in the publisher's
         # sequence numbers: the subscription queue overflowed, or a best-effort transport lost them), per topic.
         self.lost_messages: dict[str, int] = {}
@@ -219,7 +223,9 @@ class RecordingSession:
             clock_jump_ns=round(sampling.clock_jump_s * NS),
             max_samples=max(32, int(fps * 2)),
         )
-        values = FrameDecoder(contract, typestore.deserialize_cdr, deserialize_errors=(SerdeError,))
+        values = FrameDecoder(
+            contract, functools.partial(cdr.deserialize_cdr, typestore), deserialize_errors=(SerdeError,)
+        )
         self.sink = EpisodeSink(
             writer,
             values,
@@ -299,19 +305,9 @@ class RecordingSession:
             return
         try:
             stamp = header_stamp_ns(raw) if topic in self._header_topics and self._stamp_header else now
-            payloads = {}
-            for feat in self._by_topic[topic]:
-                if feat.is_image:
-                    payloads[feat.key] = raw
-                else:
-                    msg = self._typestore.deserialize_cdr(raw, feat.type)
-                    payloads[feat.key] = feat.joint_units().apply(feat.raw_vector(msg))
+            payloads = self._payloads(topic, raw)
         except (MessageMismatchError, RecorderError, SerdeError, ValueError, KeyError) as err:
-            self.bad_messages += 1
-            self._warn_throttled(f"{topic}: message ignored: {err}")
-            with self.lock:
-                if self.workflow is not None:
-                    self.workflow.message = f"{topic}: message ignored: {err}"
+            self._bad_message(topic, str(err))
             return
         with self.lock:
             try:
@@ -332,6 +328,37 @@ class RecordingSession:
                 if self.workflow is not None:
                     self.workflow.message = problem
                     self.status_dirty = True
+
+    def _payloads(self, topic: str, raw: bytes) -> dict[str, Any]:
+        """Per feature of `topic`, what the sampler keeps of a message: values in dataset units, or an image's raw
+        bytes (decoded only for the frames that use it). A damaged message (the bag converter's checks:
+        `lerobot_recorder.cdr.checked_message`, and for images `FeatureContract.image_problem`, without decoding)
+        raises MessageMismatchError with the reason, so frames hold the previous sound sample."""
+        payloads: dict[str, Any] = {}
+        msg: Any = None
+        for feat in self._by_topic[topic]:
+            if msg is None:
+                msg, reason = cdr.checked_message(self._typestore, memoryview(raw), feat.type)
+                if reason is not None:
+                    raise MessageMismatchError(reason)
+            if feat.is_image:
+                if (problem := feat.image_problem(msg)) is not None:
+                    raise MessageMismatchError(problem)
+                payloads[feat.key] = raw
+            else:
+                payloads[feat.key] = feat.joint_units().apply(feat.raw_vector(msg))
+        return payloads
+
+    def _bad_message(self, topic: str, reason: str) -> None:
+        """Count a message left out (per topic and reason: /diagnostics) and name it (log, status)."""
+        with self.lock:
+            self.bad_messages += 1
+            reasons = self.bad_message_reasons.setdefault(topic, {})
+            reasons[reason] = reasons.get(reason, 0) + 1
+            self._warn_throttled(f"{topic}: message ignored: {reason}")
+            if self.workflow is not None:
+                self.workflow.message = f"{topic}: message ignored: {reason}"
+                self.status_dirty = True
 
     def _on_lost(self, topic: str, lost: int) -> None:
         """Count and name messages that never reached the recorder (they cannot be taken, but are not hidden):

@@ -123,6 +123,8 @@ def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
     values["state"] = state.name.lower()
     values["episodes_saved"] = str(session.num_saved)
     values["bad_messages"] = str(session.bad_messages)
+    for topic, reasons in sorted(session.bad_message_reasons.items()):
+        values[f"bad_messages.{topic}"] = "; ".join(f"{count} x {reason}" for reason, count in reasons.items())
     values["lost_messages"] = str(sum(session.lost_messages.values()))
     for topic, count in sorted(session.lost_messages.items()):
         values[f"lost_messages.{topic}"] = str(count)
