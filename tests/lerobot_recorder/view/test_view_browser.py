@@ -129,6 +129,45 @@ def test_dataset_view_in_the_web_viewer(tmp_path):
         shutil.copy(tmp_path / "dataset_view.png", DOCS / "view_dataset.png")
 
 
+def test_dataset_view_beyond_loopback_through_the_token_proxy(tmp_path):
+    """`--web --host <LAN address>` in a network namespace: the browser opens the printed URL with the token; the
+    page and its data requests pass the token proxy (the cookie the token set), and the picture and plots show."""
+    sys.path.insert(0, str(HERE.parents[1] / "multihost"))
+    from harness import lan_namespace, unavailable
+
+    if unavailable() is not None:
+        pytest.skip(str(unavailable()))
+    root = tmp_path / "ds"
+    episode_dataset(root)
+    with lan_namespace(tmp_path) as lan:
+        server = subprocess.Popen(
+            lan.command([venv_script("lerobot-ros"), "dataset", "view", str(root), "--web", "--host", lan.ipv4]),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            assert server.stdout is not None
+            lines = []
+            for line in server.stdout:
+                lines.append(line)
+                if "serving the web viewer" in line:
+                    break
+            url = next((line.split()[3] for line in lines if line.startswith("web viewer at http://")), None)
+            assert url is not None and "?token=" in url, "".join(lines)
+            shot_file = tmp_path / "beyond_loopback.png"
+            browse = subprocess.run(
+                ["ip", "netns", "exec", lan.ns, sys.executable, str(HERE / "browse_screenshot.py"), url,
+                 str(shot_file)], capture_output=True, text=True, timeout=400, check=False,
+            )  # fmt: skip
+            assert browse.returncode == 0, browse.stderr[-3000:]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    shot = np.asarray(Image.open(shot_file).convert("RGB"))
+    assert pixels_near(shot, MAGENTA, 30) > 500, f"no camera picture in the screenshot {shot_file}"
+    assert pixels_near(shot, STATE_COLOR, 12) > 200, "no state series drawn"
+    assert pixels_near(shot, ACTION_COLOR, 12) > 200, "no action series drawn"
+
+
 def camera_block_pixels(shot: np.ndarray) -> int:
     """Pixels of synthetic_streams' `scene` block, (200, 60..178, 40) with noise: a camera picture is shown."""
     r, g, b = (shot[..., i].astype(int) for i in range(3))
