@@ -11,7 +11,13 @@ of one). The trainer then:
 * gives each rank its slice of the global batch of `batch_size x world_size` samples, the same samples
   one process at that batch size would draw, so k steps of 2 ranks at batch B equal k steps of 1 process
   at batch 2B;
-* writes logs, checkpoints and progress on rank 0 only.
+* writes logs, checkpoints and progress on rank 0 only; the loss it logs is the global batch's (each rank's
+  loss all-reduced, weighted by its sample count), which equals one process's loss on that batch.
+
+`lerobot-ros train --nproc N` starts torchrun through `launch` (`python -m lerobot_training.distributed`):
+torchrun's launcher in a process of its own with its logging off, so that a failed rank ends the run with one
+line (the launching command's) instead of torchrun's traceback and failure table. Each rank of such a run
+files its one-line error in the failure folder instead of printing it; `failure_line` reads it back.
 
 torchrun was chosen over accelerate because it is part of torch (no new dependency) and its
 elastic agent already supervises the workers; LeRobot's trainer uses accelerate, which launches the
@@ -21,9 +27,12 @@ same torch.distributed process group underneath.
 from __future__ import annotations
 
 import datetime
+import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,6 +41,9 @@ from torch import Tensor, nn
 from lerobot_training.errors import TrainingError
 
 DEFAULT_TIMEOUT_S = 120.0
+# Set by `lerobot-ros train --nproc` for its ranks: the folder where a failing rank files its one-line error.
+FAILURE_DIR_ENV = "LEROBOT_ROS_TRAIN_FAILURES"
+ROOT_CAUSE_FILE = "torchrun.json"
 
 
 @dataclass(frozen=True)
@@ -123,3 +135,87 @@ def data_parallel(policy: nn.Module, context: DistributedContext, device: torch.
 def rank_seed(seed: int, context: DistributedContext) -> int:
     """Seed of a rank's torch RNG (noise, dropout): the run's seed on rank 0, a distinct one elsewhere."""
     return seed if context.rank == 0 else seed + 7919 * context.rank
+
+
+def global_mean(values: Sequence[float], count: int, device: torch.device) -> list[float]:
+    """The means of `values` over the global batch: each rank's means weighted by its `count` samples, summed
+    over the ranks (an all-reduce every rank must join) and divided by the global count. A world of one: as is."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return list(values)
+    totals = torch.tensor([*(v * count for v in values), float(count)], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(totals)
+    return [float(total) / float(totals[-1]) for total in totals[:-1]]
+
+
+def process_group_failure(err: BaseException, context: DistributedContext) -> TrainingError | None:
+    """The one-line error of a collective that failed because another rank is gone (gloo: "Connection reset by
+    peer"; torch raises these as RuntimeError or DistError), or None for any other error."""
+    if not context.enabled or not isinstance(err, RuntimeError):
+        return None
+    text = str(err)
+    if not (isinstance(err, torch.distributed.DistError) or any(t in text for t in ("gloo", "NCCL", "c10d"))):
+        return None
+    first = " ".join(text.split(". ", maxsplit=1)[0].split())
+    return TrainingError(f"the process group failed on rank {context.rank} ({first}): another rank died or stopped")
+
+
+def file_failure(message: str, environ: Mapping[str, str] | None = None) -> bool:
+    """File this rank's one-line error for the launching command (False: not launched by it; print it then)."""
+    env = os.environ if environ is None else environ
+    folder = env.get(FAILURE_DIR_ENV)
+    if not folder:
+        return False
+    Path(folder, f"rank{env.get('RANK', '0')}.txt").write_text(message)
+    return True
+
+
+def failure_line(folder: Path) -> str:
+    """What went wrong in a run `launch` supervised, in words: the first failed rank's own error when it filed
+    one, else how it ended (a signal, an exit status); '' when nothing was recorded."""
+    try:
+        root = json.loads((folder / ROOT_CAUSE_FILE).read_text())
+    except (OSError, ValueError):
+        root = None
+    filed = sorted(folder.glob("rank*.txt"))
+    if isinstance(root, dict) and root.get("error"):
+        return str(root["error"])
+    if isinstance(root, dict) and "rank" in root:
+        own = folder / f"rank{root['rank']}.txt"
+        if own.is_file():
+            return f"rank {root['rank']}: {own.read_text().strip()}"
+        if root.get("signal"):
+            return f"rank {root['rank']} was killed by {root['signal']}"
+        return f"rank {root['rank']} exited with status {root.get('exitcode')}"
+    if filed:
+        return f"{filed[0].stem.replace('rank', 'rank ')}: {filed[0].read_text().strip()}"
+    return ""
+
+
+def launch(argv: Sequence[str], failure_dir: Path) -> int:
+    """Run torchrun (its command-line arguments `argv`) in this process, quietly: 0 when every rank succeeded,
+    1 when one failed (the first failure is recorded in `failure_dir`, see `failure_line`)."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    logging.disable(logging.CRITICAL)  # torchrun's banner, its SIGTERM notices and its failure report
+    os.environ[FAILURE_DIR_ENV] = str(failure_dir)
+    try:
+        run(parse_args(list(argv)))  # type: ignore[no-untyped-call]
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        signal = failure.signal_name() if failure.exitcode < 0 else ""
+        cause = {"rank": rank, "exitcode": failure.exitcode, "signal": signal if signal != "<N/A>" else ""}
+        (failure_dir / ROOT_CAUSE_FILE).write_text(json.dumps(cause))
+        return 1
+    except Exception as err:  # torchrun itself failed (rendezvous, a port in use): its error in one line
+        message = " ".join(str(err).split()) or type(err).__name__
+        (failure_dir / ROOT_CAUSE_FILE).write_text(json.dumps({"error": f"torchrun failed: {message}"}))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    # python -m lerobot_training.distributed FAILURE_DIR TORCHRUN_ARGS...
+    sys.exit(launch(sys.argv[2:], Path(sys.argv[1])))

@@ -203,11 +203,18 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
 
 
 def _launch_torchrun(args: argparse.Namespace) -> int:
-    """Re-run this command under torchrun with `--nproc` processes; one line when a rank fails."""
+    """Check the settings, then re-run this command under torchrun with `--nproc` processes.
+
+    A bad setting is refused here, before any rank starts (one line, exit 2). A rank that fails ends the run with
+    one line: what failed on which rank (its own error, which it files instead of printing, or the signal that
+    killed it) and the last complete checkpoint; torchrun runs quietly (`lerobot_training.distributed.launch`).
+    """
     import os
     import signal
     import subprocess
     import sys
+    import tempfile
+    from pathlib import Path
 
     from lerobot_ros.parent_death import parent_death_signal
 
@@ -215,32 +222,44 @@ def _launch_torchrun(args: argparse.Namespace) -> int:
         raise CommandError(f"--nproc must be >= 1, got {args.nproc}")
     if "WORLD_SIZE" in os.environ:
         raise CommandError("--nproc is for a plain process; under torchrun, give torchrun --nproc-per-node instead")
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc}",
-        "-m", "lerobot_ros.cli", "train", *_argv_of(args),
-    ]  # fmt: skip
-    try:
-        # SIGTERM to torchrun (which stops its ranks) when this process dies, even by SIGKILL.
-        result = subprocess.run(command, check=False, preexec_fn=parent_death_signal(signal.SIGTERM))
-    except KeyboardInterrupt:
-        return 130
-    if result.returncode != 0:
+    _check_settings(args)
+    with tempfile.TemporaryDirectory(prefix="lerobot-train-") as failures:
+        command = [
+            sys.executable, "-m", "lerobot_training.distributed", failures, "--standalone",
+            f"--nproc-per-node={args.nproc}", "-m", "lerobot_ros.cli", "train", *_argv_of(args),
+        ]  # fmt: skip
+        try:
+            # SIGTERM to torchrun (which stops its ranks) when this process dies, even by SIGKILL.
+            result = subprocess.run(command, check=False, preexec_fn=parent_death_signal(signal.SIGTERM))
+        except KeyboardInterrupt:
+            return 130
+        if result.returncode == 0:
+            return 0
+        from lerobot_training.distributed import failure_line
         from lerobot_training.trainer import last_checkpoint
 
-        last = last_checkpoint(args.out)
-        where = f"the last complete checkpoint is {last} (continue with --resume)" if last else "no checkpoint saved"
-        raise CommandError(
-            f"distributed training failed (torchrun exit status {result.returncode}: a rank died or raised, see its "
-            f"lines above); {where}",
-            exit_code=1,
-        )
-    return 0
+        what = failure_line(Path(failures)) or f"torchrun exit status {result.returncode}"
+    last = last_checkpoint(args.out)
+    where = f"the last complete checkpoint is {last} (continue with --resume)" if last else "no checkpoint saved"
+    raise CommandError(f"distributed training failed: {what}; {where}", exit_code=1)
+
+
+def _check_settings(args: argparse.Namespace) -> None:
+    """The checks each rank would make of the settings, made once (CommandError)."""
+    from lerobot_recorder.dataset import DatasetError
+    from lerobot_training.errors import TrainingError
+    from lerobot_training.trainer import preflight
+
+    try:
+        preflight(_config(args), resume=args.resume)
+    except (TrainingError, DatasetError) as err:
+        raise CommandError(str(err)) from None
+    except (ValueError, TypeError) as err:
+        raise CommandError(f"invalid training settings: {err}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lerobot_recorder.dataset import DatasetError
     from lerobot_training.errors import TrainingError
-    from lerobot_training.trainer import TrainConfig, Trainer
 
     if args.dataset:
         from lerobot_training.hub import resolve_dataset
@@ -251,32 +270,53 @@ def _run(args: argparse.Namespace) -> int:
             raise CommandError(str(err)) from None
     if args.nproc != 1:
         return _launch_torchrun(args)
+    from lerobot_training.distributed import file_failure
+
+    try:
+        return _train(args)
+    except CommandError as err:
+        if file_failure(str(err)):  # a rank of `--nproc`: the launching command reports it, in one line
+            return int(err.exit_code)
+        raise
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The `TrainConfig` of the command line (a resumed run's saved settings with the changes allowed)."""
+    from lerobot_training.trainer import TrainConfig
+
     given = {field: getattr(args, flag) for flag, field in _FLAG_FIELDS.items() if getattr(args, flag) is not None}
     if "image_transforms" in given:
         given["image_transforms"] = _read_json_argument("--image-transforms", given["image_transforms"])
-    try:
-        if args.resume:
-            saved = args.out / "train_config.json"
-            if not saved.is_file():
-                raise CommandError(f"--resume: {saved} does not exist; start the run without --resume first")
-            changed = sorted(set(given) - _RESUMABLE)
-            if changed or args.overrides or args.dataset or args.policy:
-                raise CommandError(
-                    f"--resume continues the saved run; only {', '.join(sorted(_RESUMABLE))} may change "
-                    f"(got {', '.join(changed) or 'dataset/policy/--set'})"
-                )
-            config = TrainConfig.from_json({**json.loads(saved.read_text()), **given, "progress": not args.no_progress})
-        else:
-            if args.dataset is None or args.policy is None:
-                raise CommandError("--dataset and --policy are required (unless --resume)")
-            config = TrainConfig(
-                dataset=[Path(value) for value in args.dataset],
-                policy=args.policy,
-                out=args.out,
-                policy_overrides=parse_overrides(args.overrides),
-                progress=not args.no_progress,
-                **given,
+    if args.resume:
+        saved = args.out / "train_config.json"
+        if not saved.is_file():
+            raise CommandError(f"--resume: {saved} does not exist; start the run without --resume first")
+        changed = sorted(set(given) - _RESUMABLE)
+        if changed or args.overrides or args.dataset or args.policy:
+            raise CommandError(
+                f"--resume continues the saved run; only {', '.join(sorted(_RESUMABLE))} may change "
+                f"(got {', '.join(changed) or 'dataset/policy/--set'})"
             )
+        return TrainConfig.from_json({**json.loads(saved.read_text()), **given, "progress": not args.no_progress})
+    if args.dataset is None or args.policy is None:
+        raise CommandError("--dataset and --policy are required (unless --resume)")
+    return TrainConfig(
+        dataset=[Path(value) for value in args.dataset],
+        policy=args.policy,
+        out=args.out,
+        policy_overrides=parse_overrides(args.overrides),
+        progress=not args.no_progress,
+        **given,
+    )
+
+
+def _train(args: argparse.Namespace) -> int:
+    from lerobot_recorder.dataset import DatasetError
+    from lerobot_training.errors import TrainingError
+    from lerobot_training.trainer import Trainer
+
+    try:
+        config = _config(args)
         trainer = Trainer(config, resume=args.resume, write=print)
         final = trainer.train()
         if not trainer.dist.is_main:

@@ -43,7 +43,9 @@ from lerobot_training.distributed import (
     DistributedContext,
     data_parallel,
     destroy_process_group,
+    global_mean,
     init_process_group,
+    process_group_failure,
     rank_seed,
 )
 from lerobot_training.errors import CheckpointError, FeatureMismatchError, PolicyConfigError, TrainingError
@@ -198,6 +200,85 @@ def last_checkpoint(out: Path) -> Path | None:
     return checkpoints[-1] / "pretrained_model" if checkpoints else None
 
 
+def resume_directory(config: TrainConfig, resume: bool, check_out: bool = True) -> Path | None:
+    """The checkpoint a resumed run continues from (None for a new run); CheckpointError when there is none, and
+    (`check_out`) TrainingError when a new run's `out` already holds one."""
+    if resume:
+        checkpoints = _checkpoint_dirs(config.out)
+        if not checkpoints:
+            raise CheckpointError(f"--resume: {config.out / 'checkpoints'} holds no checkpoint to resume from")
+        return checkpoints[-1]
+    if check_out and (config.out / "checkpoints").exists():
+        raise TrainingError(f"{config.out} already holds a run; pass --resume to continue it or choose another --out")
+    return None
+
+
+def relative_actions_of(config: TrainConfig, reader: Any) -> RelativeActions | None:
+    """The run's relative-action joints resolved against the dataset's names (None when off)."""
+    joints = config.relative_actions
+    if joints is None:
+        return None
+    features = reader.features
+    if STATE_KEY not in features:
+        raise FeatureMismatchError(
+            f"--relative-actions needs the dataset's {STATE_KEY!r} feature (targets are action - state at the "
+            f"frame); dataset {reader.root} has none"
+        )
+    inputs = config.input_features
+    if inputs is not None and STATE_KEY not in inputs:
+        raise PolicyConfigError(
+            f"--relative-actions needs {STATE_KEY!r} among the policy inputs (inference adds it back); "
+            f"add --feature {STATE_KEY}"
+        )
+    action, state = features.get(ACTION), features[STATE_KEY]
+    return RelativeActions.choose(
+        action.names if action is not None else None, state.names, joints, state_key=STATE_KEY
+    )
+
+
+def policy_config_of(config: TrainConfig, reader: Any) -> Any:
+    """The policy config of a new run: `--set` fields and the dataset's features (errors name the field)."""
+    cls = policy_class(config.policy, "--policy")
+    inputs, outputs = dataset_features(reader, config.input_features)
+    fields: dict[str, Any] = {
+        **config.policy_overrides,
+        "input_features": {k: v.to_json() for k, v in inputs.items()},
+        "output_features": {k: v.to_json() for k, v in outputs.items()},
+    }
+    if config.pretrained_backbone is not None:  # recorded in config.json as where the backbone started
+        fields["pretrained_backbone_weights"] = str(config.pretrained_backbone)
+    return cls.config_class.from_dict(fields)
+
+
+def eval_num_envs_of(config: TrainConfig) -> int:
+    """How many envs the periodic evaluation runs at once (`eval_num_envs`, checked against this machine)."""
+    from lerobot_ros.vector_env import AUTO, choose_num_envs
+
+    requested = config.eval_num_envs
+    if requested is None:
+        requested = AUTO if config.eval_env == DEFAULT_ENV_FACTORY else 1
+    try:
+        return int(choose_num_envs(requested, config.eval_episodes, option="--eval-num-envs"))
+    except ValueError as err:
+        raise PolicyConfigError(str(err)) from None
+
+
+def preflight(config: TrainConfig, resume: bool) -> None:
+    """The checks of the run's settings a `Trainer` makes before it trains, without building the model: the run
+    directory, the datasets, the relative actions, the policy config, the evaluation envs. `lerobot-ros train
+    --nproc` runs them before torchrun starts, so that a bad setting is one line, not one per rank."""
+    resume_directory(config, resume)
+    reader = open_reader(config.datasets)
+    try:
+        relative_actions_of(config, reader)
+        if not resume:
+            policy_config_of(config, reader)
+    finally:
+        reader.close()
+    if config.eval_every:
+        eval_num_envs_of(config)
+
+
 class Trainer:
     """Builds the data, the policy and the optimiser from a `TrainConfig` and runs the loop."""
 
@@ -213,23 +294,14 @@ class Trainer:
             torch.cuda.set_device(self.device)
         init_process_group(self.dist, self.device)
         self.step = 0
-        self._resume_dir: Path | None = None
-        if resume:
-            checkpoints = _checkpoint_dirs(config.out)
-            if not checkpoints:
-                raise CheckpointError(f"--resume: {config.out / 'checkpoints'} holds no checkpoint to resume from")
-            self._resume_dir = checkpoints[-1]
-        elif (config.out / "checkpoints").exists() and self.dist.is_main:
-            raise TrainingError(
-                f"{config.out} already holds a run; pass --resume to continue it or choose another --out"
-            )
+        self._resume_dir = resume_directory(config, resume, check_out=self.dist.is_main)
         if config.threads is not None:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         reader = open_reader(config.datasets)
         self.fps = reader.fps
         self.contract = self._dataset_contract(reader)
-        self.relative_actions = self._relative_actions(reader)
+        self.relative_actions = relative_actions_of(config, reader)
         self.train_episodes, self.val_episodes = split_episodes(reader.num_episodes, config.val_fraction, config.seed)
         if self._resume_dir is not None:
             loaded = load_policy(self._resume_dir / "pretrained_model", device=self.device)
@@ -300,40 +372,11 @@ class Trainer:
             raise TrainingError(f"{path} is not valid JSON: {err}") from None
         return data if isinstance(data, dict) else None
 
-    def _relative_actions(self, reader: Any) -> RelativeActions | None:
-        """The run's relative-action joints resolved against the dataset's names (None when off)."""
-        joints = self.config.relative_actions
-        if joints is None:
-            return None
-        features = reader.features
-        if STATE_KEY not in features:
-            raise FeatureMismatchError(
-                f"--relative-actions needs the dataset's {STATE_KEY!r} feature (targets are action - state at the "
-                f"frame); dataset {reader.root} has none"
-            )
-        inputs = self.config.input_features
-        if inputs is not None and STATE_KEY not in inputs:
-            raise PolicyConfigError(
-                f"--relative-actions needs {STATE_KEY!r} among the policy inputs (inference adds it back); "
-                f"add --feature {STATE_KEY}"
-            )
-        action, state = features.get(ACTION), features[STATE_KEY]
-        return RelativeActions.choose(
-            action.names if action is not None else None, state.names, joints, state_key=STATE_KEY
-        )
-
     def _build_policy(self, reader: Any) -> Policy:
         config = self.config
         cls = policy_class(config.policy, "--policy")
+        policy_config = policy_config_of(config, reader)
         inputs, outputs = dataset_features(reader, config.input_features)
-        fields: dict[str, Any] = {
-            **config.policy_overrides,
-            "input_features": {k: v.to_json() for k, v in inputs.items()},
-            "output_features": {k: v.to_json() for k, v in outputs.items()},
-        }
-        if config.pretrained_backbone is not None:  # recorded in config.json as where the backbone started
-            fields["pretrained_backbone_weights"] = str(config.pretrained_backbone)
-        policy_config = cls.config_class.from_dict(fields)
         if not self.dist.is_main:  # rank 0 computes the statistics; DDP broadcasts them with the weights
             return cls(policy_config)
         stats = training_stats(reader, self.train_episodes, {**inputs, **outputs}, image_stats=config.image_stats)
@@ -412,16 +455,7 @@ class Trainer:
 
     def eval_num_envs(self) -> int:
         """How many envs the periodic evaluation runs at once (`eval_num_envs`, checked against this machine)."""
-        from lerobot_ros.vector_env import AUTO, choose_num_envs
-
-        config = self.config
-        requested = config.eval_num_envs
-        if requested is None:
-            requested = AUTO if config.eval_env == DEFAULT_ENV_FACTORY else 1
-        try:
-            return int(choose_num_envs(requested, config.eval_episodes, option="--eval-num-envs"))
-        except ValueError as err:
-            raise PolicyConfigError(str(err)) from None
+        return eval_num_envs_of(self.config)
 
     def close_eval_env(self) -> None:
         """Stop the evaluation's env (its workers, when it runs several)."""
@@ -486,11 +520,22 @@ class Trainer:
                 return self._train_main()
             self._train_worker()
             return self.config.out / "checkpoints" / f"{self.config.steps:06d}" / "pretrained_model"
+        except RuntimeError as err:
+            lost = process_group_failure(err, self.dist)
+            if lost is None:
+                raise
+            raise lost from None
         finally:
             self.close_eval_env()
             destroy_process_group()
 
-    def _optimisation_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float], Tensor]:
+    def _logs_step(self, step: int) -> bool:
+        """Whether step `step` (counted from 1) is written to the log."""
+        return step % self.config.log_every == 0 or step == self.config.steps
+
+    def _optimisation_step(self, batch: dict[str, Tensor]) -> tuple[float, dict[str, float], Tensor]:
+        """One step; the loss and its parts are the global batch's on logged steps (every rank joins that
+        all-reduce), this rank's own on the others."""
         loss, logs = self.model(to_policy_batch(batch, self.camera_keys, self.device))
         if not torch.isfinite(loss):
             where = f" on rank {self.dist.rank}" if self.dist.enabled else ""
@@ -504,7 +549,13 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1
-        return loss, logs, grad_norm
+        value = float(loss.detach())
+        if self.dist.enabled and self._logs_step(self.step):
+            keys = sorted(logs)
+            count = len(next(iter(batch.values())))
+            value, *parts = global_mean([value, *(float(logs[k]) for k in keys)], count, self.device)
+            logs = dict(zip(keys, parts, strict=True))
+        return value, logs, grad_norm
 
     def _train_worker(self) -> None:
         for batch in self._batches():
@@ -534,17 +585,17 @@ class Trainer:
                 window_samples += config.batch_size * self.dist.world_size
                 window_data += data_s
                 window_compute += fetched - started
-                if self.step % config.log_every == 0 or self.step == config.steps:
+                if self._logs_step(self.step):
                     throughput = window_samples / max(window_data + window_compute, 1e-9)
                     log.writerow({
-                        "step": self.step, "split": "train", "loss": f"{float(loss.detach()):.6g}",
+                        "step": self.step, "split": "train", "loss": f"{loss:.6g}",
                         **{k: f"{v:.6g}" for k, v in logs.items() if k in LOG_COLUMNS},
                         "lr": f"{self.scheduler.get_last_lr()[0]:.6g}", "grad_norm": f"{float(grad_norm):.6g}",
                         "samples_per_s": f"{throughput:.4g}", "data_s": f"{window_data:.4g}",
                         "compute_s": f"{window_compute:.4g}",
                     })  # fmt: skip
                     if progress is not None:
-                        progress.set_postfix(loss=f"{float(loss.detach()):.4f}", samples_s=f"{throughput:.1f}")
+                        progress.set_postfix(loss=f"{loss:.4f}", samples_s=f"{throughput:.1f}")
                     window_samples, window_data, window_compute = 0, 0.0, 0.0
                 if self.step % config.val_every == 0 or self.step == config.steps:
                     val = self.validation_loss()
