@@ -18,6 +18,7 @@ Every input is a pure function of ``(seed, index)``.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import shutil
 import sqlite3
@@ -255,6 +256,8 @@ def mutate_db3(src: Path, dst: Path, rng: np.random.Generator) -> str:
 
 
 CHANGED_KINDS = {
+    "conflicting samples with equal stamps": "samples with equal stamps and other values: the later one kept, warned",
+    "the contract expects": "messages of another type than the contract's skipped and counted (a type change)",
     "refused": "damaged messages refused and counted in the warnings; their frames hold the previous sample",
     "metadata.yaml says": "fewer messages in the storage than metadata.yaml lists (rows or records lost), warned",
     "disagree": "metadata.yaml disagrees with the storage, which is read directly, warned",
@@ -272,10 +275,26 @@ def changed_kind(warnings: list[str]) -> str:
     return SILENT_CHANGE
 
 
+def rmw_joint_state(msg: Any) -> bytes:
+    """A rosbags JointState serialized by rclpy, as the rmw hands it to rosbag2 and to raw subscriptions (its CDR
+    may end in alignment padding that rosbags' serializer does not write)."""
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Header
+
+    header = Header(stamp=Time(sec=msg.header.stamp.sec, nanosec=msg.header.stamp.nanosec))
+    header.frame_id = msg.header.frame_id
+    out = JointState(header=header, name=list(msg.name))
+    out.position, out.velocity, out.effort = list(msg.position), list(msg.velocity), list(msg.effort)
+    return bytes(serialize_message(out))
+
+
 class _BagBase:
     """Base bags and their reference conversion."""
 
     name = "bag"
+    check_coverage = False
 
     def __init__(self) -> None:
         from lerobot_contract import ContractError
@@ -302,13 +321,16 @@ class _BagBase:
             self.reference[storage] = frames
 
     def convert(self, path: Path) -> tuple[list[dict[str, Any]], str | None, list[str]]:
-        from lerobot_recorder.bags.convert import BagEvent, FrameEvent, bag_events
+        from lerobot_recorder.bags.convert import BagEvent, EpisodeEvent, FrameEvent, bag_events
 
         frames = []
         last: Any = None
+        self.coverages: list[float] = []
         for event in bag_events(path, self.options):
             if isinstance(event, FrameEvent):
                 frames.append(event.values)
+            elif isinstance(event, EpisodeEvent):
+                self.coverages.append(float(event.report.get("coverage", 1.0)))
             last = event
         if not isinstance(last, BagEvent):
             raise DataLost(f"the conversion ended without a BagEvent (last event {type(last).__name__})")
@@ -338,6 +360,11 @@ class _BagBase:
         reference = self.reference[storage]
         if len(frames) < len(reference) and not warnings:
             raise DataLost(f"{len(frames)} frames instead of {len(reference)}, without a warning")
+        # Where messages are replaced, not removed: a message refused at either end of a stream moves the
+        # episode's first or last frame (frame 0 must hold real data), at most one frame per end. Fewer frames
+        # than that with a coverage of 100 % hides a loss. (A truncated storage ends the episode early: warned.)
+        if self.check_coverage and len(frames) < len(reference) - 2 and min(self.coverages, default=0.0) >= 1.0:
+            raise DataLost(f"{len(frames)} frames instead of {len(reference)}, and the coverage is reported as 100 %")
         changed_keys = sorted(
             {k for a, b in zip(frames, reference, strict=False) for k in a if not np.array_equal(a[k], b[k])}
         )
@@ -550,8 +577,9 @@ class RecorderMessages:
         data, described = mutate_bytes(raw, rng)
         return None, data, f"raw CDR {described}"
 
-    def episode(self, rng: np.random.Generator | None) -> tuple[int, str, dict[str, int], int]:
-        """Run one episode; (frames kept, what was mutated, counters, how many messages were mutated)."""
+    def episode(self, rng: np.random.Generator | None, rmw: bool = False) -> tuple[int, str, dict[str, int], int]:
+        """Run one episode; (frames kept, what was mutated, counters, how many messages were mutated). With `rmw`
+        the joint states that are not mutated arrive as rclpy serializes them."""
         from rosbags.serde import SerdeError
 
         from lerobot_contract import MessageMismatchError
@@ -559,6 +587,7 @@ class RecorderMessages:
         from lerobot_contract.errors import ClockJumpError
         from lerobot_contract.frames import FrameDecoder
         from lerobot_contract.sampler import LiveSampler
+        from lerobot_recorder import cdr
         from lerobot_recorder.recorder.messages import header_stamp_ns
 
         contract = self.contract
@@ -567,7 +596,10 @@ class RecorderMessages:
             for f in contract.features.values()
         ]
         sampler = LiveSampler(features, contract.fps, latency_ns=150_000_000, clock_jump_ns=NS, max_samples=60)
-        values = FrameDecoder(contract, self.store.deserialize_cdr, deserialize_errors=(SerdeError,))
+        # The recorder's own decoding (lerobot_recorder.cdr: CDR as ROS middlewares write it), as session.py uses it.
+        values = FrameDecoder(
+            contract, functools.partial(cdr.deserialize_cdr, self.store), deserialize_errors=(SerdeError,)
+        )
         by_topic: dict[str, list[Any]] = {}
         for feat in contract.features.values():
             by_topic.setdefault(feat.topic, []).append(feat)
@@ -600,6 +632,8 @@ class RecorderMessages:
                 new, raw, _ = mutated[i]
                 if raw is None:
                     raw = bytes(self.store.serialize_cdr(new, new.__msgtype__))
+            elif rmw and msg.__msgtype__ == "sensor_msgs/msg/JointState":
+                raw = rmw_joint_state(msg)
             else:
                 raw = bytes(self.store.serialize_cdr(msg, msg.__msgtype__))
             try:
@@ -610,7 +644,7 @@ class RecorderMessages:
                         payloads[feat.key] = raw
                     else:
                         payloads[feat.key] = feat.joint_units().apply(
-                            feat.raw_vector(self.store.deserialize_cdr(raw, feat.type))
+                            feat.raw_vector(cdr.deserialize_cdr(self.store, raw, feat.type))
                         )
             except self.ignored:
                 counters["messages_ignored"] += 1
@@ -627,7 +661,12 @@ class RecorderMessages:
 
     def run(self, seed: int, index: int) -> str:
         rng = rng_for(seed, index)
-        kept, described, counters, mutated = self.episode(rng)
+        # One input in four has its joint states as rclpy serializes them; drawn from a generator of its own so
+        # that the mutations of every (seed, index) stay what they were.
+        rmw = bool(rng_for(seed + 1_000_003, index).integers(4) == 0)
+        kept, described, counters, mutated = self.episode(rng, rmw)
+        if rmw:
+            described = f"rmw-serialized joint states; {described}"
         self.last_extra = counters
         # Each refused message may cost the frames that would have used it (up to 4: max_age covers a short gap,
         # and the sampler counts those frames as dropped, so they are not lost silently).
@@ -769,3 +808,154 @@ class ExecutorChunks:
         tick(5)
         self.last_extra = {"mutated_chunk_refused": refused}
         return described
+
+
+class BagSemantics(_BagBase):
+    """Well-formed bags whose content is hostile: a topic's type changing mid-bag, duplicated messages, samples
+    with equal stamps and different values, damaged and oversized images (decompression bombs), and JointState
+    bytes as the rmw serializes them (with CDR alignment padding), each placed at random in an mcap bag."""
+
+    name = "bag_semantics"
+    check_coverage = True
+    KINDS = ("type_change", "duplicates", "equal_stamps", "damaged_image", "bomb", "rmw_bytes")
+
+    def setup(self, workdir: Path) -> None:
+        from rosbags.typesys import Stores, get_typestore
+
+        from lerobot_recorder.bags.convert import ConvertOptions
+        from lerobot_recorder.bags.synthetic import SyntheticBagSpec, _messages, contract_for
+
+        self.work = workdir
+        self.ts = get_typestore(Stores.ROS2_HUMBLE)
+        spec = SyntheticBagSpec(duration_s=0.6, cameras=("front", "wrist"), compressed=("wrist",), height=16, width=16)
+        self.messages = [(recv, topic, msg.__msgtype__, msg) for recv, topic, msg in _messages(spec, self.ts)]
+        self.options = ConvertOptions(contract_for(spec, camera_dtype="image"), task="fuzz")
+        base = self.write(workdir / "base", [(r, t, ty, self.raw(m, ty)) for r, t, ty, m in self.messages])
+        self.bags = {"mcap": base}
+        frames, error, _ = self.convert(base)
+        assert error is None and frames, f"the unmutated bag does not convert: {error}"
+        self.reference = {"mcap": frames}
+
+    def raw(self, msg: Any, msgtype: str) -> bytes:
+        return bytes(self.ts.serialize_cdr(msg, msgtype))
+
+    def write(self, path: Path, entries: list[tuple[int, str, str, bytes]]) -> Path:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
+        if path.exists():
+            shutil.rmtree(path)
+        conns: dict[tuple[str, str], Any] = {}
+        with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+            for recv, topic, msgtype, data in entries:
+                conn = conns.get((topic, msgtype))
+                if conn is None:
+                    conn = conns[topic, msgtype] = writer.add_connection(topic, msgtype, typestore=self.ts)
+                writer.write(conn, recv, data)
+        return path
+
+    def mutate(self, kind: str, rng: np.random.Generator) -> tuple[list[tuple[int, str, str, bytes]], str]:
+        from lerobot_recorder.bags.synthetic import png_declaring
+
+        ts = self.ts
+        entries = [(r, t, ty, self.raw(m, ty)) for r, t, ty, m in self.messages]
+        picks = [i for i, e in enumerate(self.messages) if e[1] == "/follower/joint_states"]
+        images = [i for i, e in enumerate(self.messages) if e[1].startswith("/cameras/front")]
+        jpegs = [i for i, e in enumerate(self.messages) if e[1].startswith("/cameras/wrist")]
+        if kind == "type_change":
+            topic = str(rng.choice(["/follower/joint_states", "/cameras/front/image_raw"]))
+            on_topic = [i for i, e in enumerate(self.messages) if e[1] == topic]
+            start = int(rng.integers(1, len(on_topic)))
+            other = str(rng.choice(["std_msgs/msg/Float64MultiArray", "sensor_msgs/msg/Image", "std_msgs/msg/String"]))
+            if other == self.messages[on_topic[0]][2]:
+                other = "std_msgs/msg/Float64MultiArray"
+            for i in on_topic[start:]:
+                recv, _, _, msg = self.messages[i]
+                if other == "std_msgs/msg/Float64MultiArray":
+                    new: Any = ts.types[other](
+                        layout=ts.types["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0),
+                        data=np.arange(6, dtype=np.float64),
+                    )
+                elif other == "std_msgs/msg/String":
+                    new = ts.types[other](data="not a joint state")
+                else:
+                    new = ts.types[other](
+                        header=msg.header,
+                        height=1,
+                        width=1,
+                        encoding="rgb8",
+                        is_bigendian=0,
+                        step=3,
+                        data=np.zeros(3, dtype=np.uint8),
+                    )
+                entries[i] = (recv, topic, other, self.raw(new, other))
+            return entries, f"{topic} becomes {other} from message {start} of {len(on_topic)}"
+        if kind == "duplicates":
+            every = bool(rng.integers(2))
+            chosen = set(range(len(entries))) if every else {int(i) for i in rng.choice(len(entries), 5)}
+            out = []
+            for i, entry in enumerate(entries):
+                out.append(entry)
+                if i in chosen:
+                    out.append((entry[0] + int(rng.integers(0, 1000)), *entry[1:]))
+            return out, f"exact duplicates of {'every message' if every else f'{len(chosen)} messages'}"
+        if kind == "equal_stamps":
+            i = int(rng.choice(picks))
+            recv, topic, msgtype, msg = self.messages[i]
+            other = copy.deepcopy(msg)
+            other.position = np.asarray(msg.position) + float(rng.uniform(0.01, 0.5))
+            entries.insert(i + 1, (recv + 1000, topic, msgtype, self.raw(other, msgtype)))
+            return entries, f"a second joint state with the stamp of message {i} and other values"
+        if kind == "damaged_image":
+            which = int(rng.integers(4))
+            if which < 3:
+                i = int(rng.choice(images))
+                recv, topic, msgtype, msg = self.messages[i]
+                bad = copy.deepcopy(msg)
+                if which == 0:
+                    bad.height, bad.width, bad.step, bad.data = 0, 0, 0, np.zeros(0, dtype=np.uint8)
+                    what = "0x0 image"
+                elif which == 1:
+                    bad.step = bad.width  # rgb8 whose step says mono
+                    what = "rgb8 with a mono step"
+                else:
+                    bad.data = bad.data[: len(bad.data) // 2]
+                    what = "half the pixel data"
+                entries[i] = (recv, topic, msgtype, self.raw(bad, msgtype))
+                return entries, f"image {i}: {what}"
+            i = int(rng.choice(jpegs))
+            recv, topic, msgtype, msg = self.messages[i]
+            bad = copy.deepcopy(msg)
+            bad.data = rng.integers(0, 256, size=len(msg.data), dtype=np.uint8)
+            entries[i] = (recv, topic, msgtype, self.raw(bad, msgtype))
+            return entries, f"compressed image {i}: garbage bytes"
+        if kind == "bomb":
+            i = int(rng.choice(jpegs))
+            recv, topic, msgtype, msg = self.messages[i]
+            bad = copy.deepcopy(msg)
+            side = int(rng.choice([17, 4096, 20000, 65535]))
+            bad.format, bad.data = "png", np.frombuffer(png_declaring(side, side), dtype=np.uint8)
+            entries[i] = (recv, topic, msgtype, self.raw(bad, msgtype))
+            return entries, f"compressed image {i}: a PNG declaring {side}x{side}"
+        chosen = picks if rng.integers(2) else [int(i) for i in rng.choice(picks, 5)]
+        for i in chosen:
+            recv, topic, msgtype, msg = self.messages[i]
+            entries[i] = (recv, topic, msgtype, rmw_joint_state(msg))
+        return entries, f"{len(chosen)} joint states as rclpy serializes them"
+
+    def run(self, seed: int, index: int) -> str:
+        rng = rng_for(seed, index)
+        kind = self.KINDS[index % len(self.KINDS)]
+        entries, described = self.mutate(kind, rng)
+        case = self.write(self.work / "case", entries)
+        if kind not in ("rmw_bytes", "duplicates"):
+            self.judge("mcap", case)
+            return f"{kind}: {described}"
+        # Bytes as ROS serializes them and exact duplicates carry the same data: anything but the reference's
+        # frames is data lost (a valid message refused, or a duplicate shifting what frames hold).
+        from lerobot_recorder.bags.errors import BagError
+
+        try:
+            self.judge("mcap", case)
+        except (AcceptedChanged, BagError) as err:
+            raise DataLost(f"{described}: {type(err).__name__}: {err}") from None
+        return f"{kind}: {described}"

@@ -13,6 +13,7 @@ from fuzz_harness import run_target
 TARGETS = {
     "bag_storage": "fuzz_targets:BagStorage",
     "bag_metadata": "fuzz_targets:BagMetadata",
+    "bag_semantics": "fuzz_targets:BagSemantics",
     "contracts": "fuzz_targets:Contracts",
     "recorder_messages": "fuzz_targets:RecorderMessages",
     "executor_chunks": "fuzz_targets:ExecutorChunks",

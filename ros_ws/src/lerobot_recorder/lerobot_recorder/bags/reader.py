@@ -176,6 +176,11 @@ class BagSource:
         except TypesysError as err:
             raise BagError(f"bag {self.path}: inconsistent message definitions: {err}") from None
         for conn in self._reader.connections:
+            if isinstance(conn.msgcount, bool) or not isinstance(conn.msgcount, int) or conn.msgcount < 0:
+                raise BagError(
+                    f"bag {self.path}: metadata.yaml gives topic {conn.topic!r} the message_count "
+                    f"{str(conn.msgcount)[:40]!r}, not a count; fix or regenerate metadata.yaml (ros2 bag reindex)"
+                )
             info = self.info.topics.get(conn.topic)
             if info is None:
                 info = TopicInfo(conn.topic, conn.msgtype, conn.msgcount)
