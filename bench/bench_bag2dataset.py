@@ -21,8 +21,20 @@ frame); the CLI's default setting; and ours' peak RSS for one bag of the full le
 long (memory must not grow with bag length). The JSON's "headline" list holds the figures issue #3 sets
 targets for. Results: bench/results/bag2dataset.json.
 
+Two more parts (issue 29 item 5), each in the same run as its own baseline:
+
+* jobs-load: the default setting with `--jobs 1` and `--jobs 2` on the same bags (--load-bags x --load-duration),
+  first with no extra load, then with --busy busy-loop processes (bench/load.py); runs alternate 1, 2 for
+  --load-rounds rounds, the best of each is kept, and the JSON holds jobs 2 / jobs 1 (frames/s) per load with
+  the jobs each run chose (`bag2dataset --jobs` runs at most one job per idle core);
+* av1-memory: libsvtav1, `--jobs 1`, peak RSS of one episode of each of --av1-durations (default 30 s and
+  300 s; cameras as JPEG CompressedImage so that a 300 s bag takes ~1 GB of disk, not 17 GB).
+
+--parts picks the parts (default all); a run of some parts keeps the other parts' results in the JSON.
+
 Usage: python bench/bench_bag2dataset.py [--quick] [--episodes N] [--duration S] [--codecs NAME...]
                                          [--jobs N...] [--rounds N] [--baseline-codecs NAME...] [--keep]
+                                         [--parts throughput jobs-load av1-memory]
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from typing import Any
 
 import numpy as np
 from headline import figure
+from load import busy_loops
 
 from lerobot_recorder.bags.pipeline import DEFAULT_CODEC
 from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
@@ -52,6 +65,7 @@ OVERLAY_PACKAGES = ("rosbags", "apsw", "backports", "lz4", "ruamel", "typing_ext
 FPS = 30
 QUALITY_FRAMES = 90
 ISSUE = "issue #3"
+PARTS = ("throughput", "jobs-load", "av1-memory")
 
 
 def _children_cpu_s() -> float:
@@ -107,6 +121,7 @@ def run_ours(bags: list[Path], out: Path, jobs: int, codec: str) -> dict[str, An
         "frames": frames,
         "episodes": len(result.episodes),
         "video_bytes": _video_bytes(out),
+        "parallelism": None if result.parallelism is None else result.parallelism.as_dict(),
         **usage,
     }
 
@@ -248,14 +263,17 @@ def quality(codec: str, work: Path, noise: float) -> dict[str, float]:
     }
 
 
-def make_bags(work: Path, episodes: int, duration: float, tag: str, noise: float) -> list[Path]:
+def make_bags(
+    work: Path, episodes: int, duration: float, tag: str, noise: float, compressed: bool = False
+) -> list[Path]:
     from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_bag
 
     folder = work / tag
     folder.mkdir(parents=True, exist_ok=True)
     spec = SyntheticBagSpec(duration_s=duration, noise=noise)
     fields = {k: v for k, v in spec.__dict__.items() if k != "extra"}
-    fields["cameras"], fields["compressed"], fields["joints"] = list(spec.cameras), [], list(spec.joints)
+    fields["cameras"], fields["joints"] = list(spec.cameras), list(spec.joints)
+    fields["compressed"] = list(spec.cameras) if compressed else []
     (folder / "spec.json").write_text(json.dumps(fields))
     bags = []
     for i in range(episodes):
@@ -281,6 +299,14 @@ def main() -> int:
     parser.add_argument("--noise", type=float, default=3.0, help="camera sensor noise std (grey levels)")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--rounds", type=int, default=1, help="rounds over every run kind (best of each kept)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure")
+    parser.add_argument("--load-bags", type=int, default=4, help="jobs-load: bags per run")
+    parser.add_argument("--load-duration", type=float, default=10.0, help="jobs-load: seconds per bag")
+    parser.add_argument("--load-rounds", type=int, default=3, help="jobs-load: rounds of --jobs 1, 2 per load")
+    parser.add_argument("--busy", type=int, default=4, help="jobs-load: busy-loop processes of the loaded runs")
+    parser.add_argument(
+        "--av1-durations", nargs=2, type=float, default=[30.0, 300.0], help="av1-memory: the two episode lengths"
+    )
     parser.add_argument("--child", choices=("ours",), help=argparse.SUPPRESS)
     parser.add_argument("--bags", nargs="*", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -291,6 +317,7 @@ def main() -> int:
         return 0
     if args.quick:
         args.episodes, args.duration, args.rounds = 2, 6.0, 1
+        args.load_bags, args.load_duration, args.load_rounds, args.av1_durations = 2, 4.0, 1, [4.0, 12.0]
     codecs = args.codecs or sorted(VIDEO_ENCODINGS, key=lambda name: name != DEFAULT_CODEC)
     unknown = [c for c in codecs if c not in VIDEO_ENCODINGS]
     if unknown:
@@ -298,7 +325,26 @@ def main() -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_bag2dataset_"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return _bench(args, codecs, work)
+        results = _bench(args, codecs, work) if "throughput" in args.parts else _previous_results()
+        me = [sys.executable, str(Path(__file__).resolve()), "--child", "ours"]
+        rows = []
+        if "jobs-load" in args.parts:
+            results["jobs_under_load"] = _jobs_under_load(args, me, work)
+            rows += _jobs_headline(results["jobs_under_load"])
+        if "av1-memory" in args.parts:
+            results["av1_memory_vs_episode_length"] = _av1_memory(args, me, work)
+            rows.append(_av1_headline(results["av1_memory_vs_episode_length"]))
+        names = {row["figure"] for row in rows}
+        results["headline"] = [r for r in results.get("headline", []) if r["figure"] not in names] + rows
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / "bag2dataset.json"
+        out.write_text(json.dumps(results, indent=2))
+        for row in results["headline"]:
+            print(
+                f"  {row['figure']}: {row['value']} {row['unit']} (baseline {row['baseline']}, target {row['target']})"
+            )
+        print(f"wrote {out}")
+        return 0
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -314,7 +360,7 @@ def _baseline_setup(args: argparse.Namespace, work: Path, bags: list[Path]) -> t
     return [str(REF_PYTHON), "-c", BASELINE, json.dumps([str(b) for b in bags]), str(work / "baseline"), spec], env
 
 
-def _bench(args: argparse.Namespace, codecs: list[str], work: Path) -> int:
+def _bench(args: argparse.Namespace, codecs: list[str], work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     load_start = [round(x, 2) for x in os.getloadavg()]
     bags = make_bags(work, args.episodes, args.duration, "full", args.noise)
@@ -388,13 +434,97 @@ def _bench(args: argparse.Namespace, codecs: list[str], work: Path) -> int:
             **_key_figures(top, reference, codec),
         }
     results["headline"] = _headline(results, codecs, reference, memory)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "bag2dataset.json"
-    out.write_text(json.dumps(results, indent=2))
-    for row in results["headline"]:
-        print(f"  {row['figure']}: {row['value']} {row['unit']} (baseline {row['baseline']}, target {row['target']})")
-    print(f"wrote {out}")
-    return 0
+    return results
+
+
+def _previous_results() -> dict[str, Any]:
+    """The JSON of an earlier run (its other parts are kept when only some parts run now)."""
+    try:
+        previous: dict[str, Any] = json.loads((RESULTS / "bag2dataset.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return previous
+
+
+def _jobs_under_load(args: argparse.Namespace, me: list[str], work: Path) -> dict[str, Any]:
+    """--jobs 1 against --jobs 2 (default codec) with no extra load and with `args.busy` busy loops, one run."""
+    bags = make_bags(work, args.load_bags, args.load_duration, "load", args.noise)
+    recorded_s = args.load_bags * args.load_duration
+    out = work / "ours"
+    levels: dict[str, Any] = {}
+    for busy in (0, args.busy):
+        runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+        with busy_loops(busy):
+            for round_index in range(args.load_rounds):
+                for jobs in (1, 2):
+                    cmd = [*me, "--codec", DEFAULT_CODEC, "--jobs", str(jobs), "--out", str(out), "--bags"]
+                    result = _measure([*cmd, *map(str, bags)], out)
+                    figures = _figures(result, recorded_s)
+                    figures["parallelism"] = result.get("parallelism")
+                    runs[jobs].append(figures)
+                    print(f"busy {busy} round {round_index + 1} --jobs {jobs}: {figures}", flush=True)
+        best = {jobs: max(found, key=lambda r: r["frames_per_s"]) for jobs, found in runs.items()}
+        paired = [round(b["frames_per_s"] / a["frames_per_s"], 3) for a, b in zip(runs[1], runs[2], strict=True)]
+        levels[f"busy_{busy}"] = {
+            "busy_loops": busy,
+            "jobs_1": best[1],
+            "jobs_2": best[2],
+            "ratio_jobs2_over_jobs1": round(best[2]["frames_per_s"] / best[1]["frames_per_s"], 3),
+            "ratio_each_round": paired,
+            "jobs_chosen_by_jobs_2_runs": [r["parallelism"]["jobs"] if r["parallelism"] else None for r in runs[2]],
+            "all_runs": runs,
+        }
+    return {
+        "setup": f"{args.load_bags} bags x {args.load_duration:g} s, {DEFAULT_CODEC}, {os.cpu_count()} cores, "
+        f"best of {args.load_rounds} alternating rounds",
+        **levels,
+    }
+
+
+def _jobs_headline(section: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for level in (value for key, value in section.items() if key.startswith("busy_")):
+        target = ">= 1.2" if level["busy_loops"] == 0 else ">= 1.0"
+        rows.append(
+            figure(
+                f"--jobs 2 / --jobs 1 frames/s, {level['busy_loops']} busy loops",
+                level["ratio_jobs2_over_jobs1"],
+                "x",
+                target=f"{target} (issue 29 item 5, same run)",
+            )
+        )
+    return rows
+
+
+def _av1_memory(args: argparse.Namespace, me: list[str], work: Path) -> dict[str, Any]:
+    """Peak RSS of one libsvtav1 episode of each length (--jobs 1), in one run."""
+    out = work / "ours"
+    peaks = {}
+    for seconds in args.av1_durations:
+        bag = make_bags(work, 1, seconds, f"av1-{seconds:g}s", args.noise, compressed=True)
+        cmd = [*me, "--codec", "libsvtav1", "--jobs", "1", "--out", str(out), "--bags", *map(str, bag)]
+        result = _measure(cmd, out)
+        peaks[seconds] = result
+        print(f"av1 {seconds:g} s episode: {_figures(result, seconds)}", flush=True)
+        shutil.rmtree(bag[0].parent, ignore_errors=True)
+    short, long = (peaks[s] for s in args.av1_durations)
+    return {
+        "episode_s": list(args.av1_durations),
+        "peak_rss_mb": [round(short["peak_rss_mb"], 1), round(long["peak_rss_mb"], 1)],
+        "growth": round(long["peak_rss_mb"] / short["peak_rss_mb"], 3),
+        "parallelism": long.get("parallelism"),
+        "frames": [short["frames"], long["frames"]],
+        "note": "one episode each, 2 cameras 640x480 (JPEG CompressedImage in the bag), libsvtav1, --jobs 1",
+    }
+
+
+def _av1_headline(section: dict[str, Any]) -> dict[str, Any]:
+    return figure(
+        "libsvtav1 peak RSS, one {:g} s episode over one {:g} s episode".format(*reversed(section["episode_s"])),
+        section["growth"],
+        "x",
+        target="<= 1.1 (issue 29 item 5)",
+    )
 
 
 def _memory_runs(me: list[str], work: Path, bags: list[Path], short: list[Path], duration: float) -> dict[str, Any]:
