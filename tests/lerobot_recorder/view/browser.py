@@ -106,3 +106,14 @@ def pixels_near(image: np.ndarray, rgb: tuple[int, int, int], tolerance: int = 1
     """How many pixels are within `tolerance` of `rgb` in every channel."""
     diff = np.abs(image.astype(np.int16) - np.asarray(rgb, dtype=np.int16))
     return int((diff <= tolerance).all(axis=-1).sum())
+
+
+def served_output(server: subprocess.Popen[str]) -> str:
+    """What a `view --web` / `dataset view --web` process printed up to its "serving the web viewer" line."""
+    assert server.stdout is not None
+    lines = []
+    for line in server.stdout:
+        lines.append(line)
+        if "serving the web viewer" in line:
+            break
+    return "".join(lines)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import HeadlessPage, chromium, free_port, pixels_near
+from browser import HeadlessPage, chromium, free_port, pixels_near, served_output
 from PIL import Image
 
 from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
@@ -106,13 +106,8 @@ def test_dataset_view_in_the_web_viewer(tmp_path):
     )
     page = None
     try:
-        assert server.stdout is not None
-        lines = []
-        for line in server.stdout:
-            lines.append(line)
-            if "serving the web viewer" in line:
-                break
-        assert any("web viewer at http://" in line for line in lines), "".join(lines)
+        output = served_output(server)
+        assert "web viewer at http://" in output, output
         url = f"http://127.0.0.1:{port}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{grpc_port}%2Fproxy"
         page = HeadlessPage(url, tmp_path / "chromium.log")
         shot = wait_for_picture(page)
@@ -145,14 +140,10 @@ def test_dataset_view_beyond_loopback_through_the_token_proxy(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
-            assert server.stdout is not None
-            lines = []
-            for line in server.stdout:
-                lines.append(line)
-                if "serving the web viewer" in line:
-                    break
+            output = served_output(server)
+            lines = output.splitlines()
             url = next((line.split()[3] for line in lines if line.startswith("web viewer at http://")), None)
-            assert url is not None and "?token=" in url, "".join(lines)
+            assert url is not None and "?token=" in url, output
             shot_file = tmp_path / "beyond_loopback.png"
             browse = subprocess.run(
                 ["ip", "netns", "exec", lan.ns, sys.executable, str(HERE / "browse_screenshot.py"), url,

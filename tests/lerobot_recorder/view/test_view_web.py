@@ -23,6 +23,7 @@ from lerobot_ros.testing import venv_script
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "multihost"))
 
+from browser import served_output  # noqa: E402
 from netscan import bound_sockets  # noqa: E402
 from test_view_command import CONTRACT, run_view  # noqa: E402
 
@@ -57,13 +58,7 @@ def test_web_viewer_listens_on_loopback_only_by_default(tmp_path):
             "--grpc-port", str(grpc_port)]  # fmt: skip
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert server.stdout is not None
-        lines = []
-        for line in server.stdout:
-            lines.append(line)
-            if "serving the web viewer" in line:
-                break
-        output = "".join(lines)
+        output = served_output(server)
         assert f"web viewer at http://127.0.0.1:{web_port}/?url=" in output, output
         assert "listening on 127.0.0.1 only" in output, output
         bound = {(s.address, s.port) for s in bound_sockets() if s.proto == "tcp" and s.port in (web_port, grpc_port)}
