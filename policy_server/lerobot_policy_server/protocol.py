@@ -95,11 +95,18 @@ class FeatureSpec:
     visual: bool
 
     def check(self, value: npt.NDArray[Any]) -> None:
-        """ProtocolError when `value` is not this feature's dtype and shape."""
+        """ProtocolError when `value` is not this feature's dtype and shape, or holds NaN or inf (a policy computes
+        non-finite actions from them)."""
         if value.dtype.name != self.dtype or tuple(value.shape) != self.shape:
             raise ProtocolError(
                 f"observation {self.key!r}: got {value.dtype} {tuple(value.shape)}, the policy needs "
                 f"{self.dtype} {self.shape}" + (" (H, W, 3) as the camera gives it" if self.visual else "")
+            )
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            where = np.flatnonzero(~np.isfinite(value))
+            raise ProtocolError(
+                f"observation {self.key!r} holds non-finite values ({value.reshape(-1)[where[0]]} at flat index "
+                f"{where[0]}, {where.size} in all); send finite values"
             )
 
 

@@ -75,3 +75,15 @@ def test_a_message_count_that_is_not_a_number_is_a_clear_error(index: int) -> No
     outcome, _, detail = reproduce(TARGETS["bag_metadata"], 1, index)
     assert outcome == "clear_error", detail
     assert "message_count" in detail
+
+
+@pytest.mark.parametrize("index", [31, 45, 668])
+def test_a_non_finite_observation_value_is_refused_not_answered_with_a_non_finite_chunk(index: int) -> None:
+    """policy_server_frames seed 1: a Predict request whose state held NaN or inf was served, and the server
+    answered a chunk with NaN/inf actions (the policy computed on them)."""
+    from fuzz_harness import reproduce
+    from test_fuzz import TARGETS
+
+    outcome, _, detail = reproduce(TARGETS["policy_server_frames"], 1, index)
+    assert outcome == "clear_error", detail
+    assert "INVALID_ARGUMENT: observation 'observation.state' holds non-finite values" in detail

@@ -17,6 +17,7 @@ TARGETS = {
     "contracts": "fuzz_targets:Contracts",
     "recorder_messages": "fuzz_targets:RecorderMessages",
     "executor_chunks": "fuzz_targets:ExecutorChunks",
+    "policy_server_frames": "fuzz_policy_server:PolicyServerFrames",
 }
 QUICK = 300
 FULL = 10_000
