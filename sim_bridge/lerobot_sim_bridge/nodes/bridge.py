@@ -324,6 +324,7 @@ class SimBridge(Node):
         self._controller.activate(self._adapter.joint_positions(), self._sim_time)
         self._episode_index += 1
         self._episode_steps = 0
+        self._episode_started_wall = time.monotonic()
         self._episode_done = False
         self._episode_end = ""
         self._next_seed = seed + 1
@@ -536,6 +537,7 @@ class SimBridge(Node):
             "steps": str(self._steps),
             "episode": str(self._episode_index),
             "episode_steps": str(self._episode_steps),
+            **self._episode_lag_values(),
             "overruns": str(self._pacer.overruns),
             "lockstep_timeouts": str(self._gate.timeouts),
             "repeated_reset_requests": str(self._repeated_resets),
@@ -545,6 +547,17 @@ class SimBridge(Node):
         }
         name = f"{self.get_fully_qualified_name()}: simulation"
         self._diagnostics.publish(diagnostic_status(name, level, message, values, hardware_id=self._env_id))
+
+    def _episode_lag_values(self) -> dict[str, str]:
+        """The episode's simulated and wall seconds so far, and how far the simulation is behind the wall clock
+        (in realtime a positive lag means the episode took that much longer than real time)."""
+        sim_s = self._episode_steps * self._dt
+        wall_s = time.monotonic() - self._episode_started_wall
+        return {
+            "episode_sim_s": f"{sim_s:.3f}",
+            "episode_wall_s": f"{wall_s:.3f}",
+            "episode_lag_s": f"{wall_s - sim_s:.3f}",
+        }
 
     def start(self) -> None:
         """Start the simulation thread."""

@@ -40,6 +40,17 @@ from lerobot_eval.demo.workspace import (
     read_jsonl,
     trained_step,
 )
+from lerobot_eval.failure_causes import (
+    EXECUTOR,
+    POLICY,
+    Diagnosis,
+    DiagnosticsLog,
+    EpisodeSignals,
+    ProgressWatch,
+    classify,
+    diagnostics_source,
+    episode_signals,
+)
 from lerobot_ros.command import CommandError
 
 NAMESPACE = "/follower"
@@ -48,6 +59,10 @@ REAL_TIME = "real time through ROS"
 ENV_ID = "so101_pick_place"
 CAMERA = "front"
 GIF_EVERY = 2  # keep every 2nd camera frame (15 fps)
+# An episode whose sim makes no step for this long is stuck (a slow sim is not: its steps are the episode's clock).
+STALL_S = 30.0
+# How long to wait for the nodes' reports covering an episode's end (they report once a second).
+REPORT_WAIT_S = 2.5
 EXECUTOR_KEYS = (
     "chunks_accepted", "chunks_rejected", "starvation_events", "starvation_s", "max_latency_s",
     "tick_jitter_p50_ms", "tick_jitter_p99_ms", "max_boundary_step", "max_inner_step", "steps_dropped_late",
@@ -64,7 +79,7 @@ class Supervisor:
         from std_msgs.msg import String
         from std_srvs.srv import SetBool
 
-        from lerobot_msgs.msg import ActionChunk, PolicyStatus
+        from lerobot_msgs.msg import ActionChunk, PolicyStatus, StepOutcome
         from lerobot_msgs.srv import ResetEnv
 
         self.node = node
@@ -81,7 +96,13 @@ class Supervisor:
         node.create_subscription(PolicyStatus, "/policy/status", self._on_status, latched)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         node.create_subscription(Image, f"/cameras/{CAMERA}/image_raw", self._on_image, qos_profile_sensor_data)
+        node.create_subscription(StepOutcome, f"{NAMESPACE}/sim/step_outcome", self._on_outcome, reliable)
         self.ends: list[str] = []
+        self.end_times: list[float] = []
+        self.diagnostics = DiagnosticsLog()
+        # The sim's own clock: the newest step of each episode, and the step at which each episode ended.
+        self.steps: dict[int, int] = {}
+        self.end_steps: dict[int, int] = {}
         self.chunks: list[dict[str, Any]] = []
         self.policy_status: dict[str, Any] = {}
         self.executor: dict[str, float] = {}
@@ -93,6 +114,13 @@ class Supervisor:
 
     def _on_end(self, msg: Any) -> None:
         self.ends.append(str(msg.data))
+        self.end_times.append(time.monotonic())
+
+    def _on_outcome(self, msg: Any) -> None:
+        episode, step = int(msg.episode_index), int(msg.step_index)
+        self.steps[episode] = max(step, self.steps.get(episode, 0))
+        if msg.episode_end:
+            self.end_steps[episode] = step
 
     def _on_chunk(self, msg: Any) -> None:
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
@@ -116,9 +144,14 @@ class Supervisor:
         }
 
     def _on_diagnostics(self, msg: Any) -> None:
+        now = time.monotonic()
         for status in msg.status:
-            if status.name.endswith("action executor"):
-                values = {kv.key: kv.value for kv in status.values}
+            source = diagnostics_source(status.name)
+            if source is None:
+                continue
+            values = {kv.key: kv.value for kv in status.values}
+            self.diagnostics.add(source, now, values)
+            if source == EXECUTOR:
                 self.executor = {k: float(values[k]) for k in EXECUTOR_KEYS if k in values}
 
     def _on_image(self, msg: Any) -> None:
@@ -139,11 +172,12 @@ class Supervisor:
     def set_enabled(self, enabled: bool, stack: LaunchedStack) -> None:
         self.call(self._enable, self._enable_type(data=enabled), stack, "switching the executor")
 
-    def reset(self, seed: int, stack: LaunchedStack) -> float:
+    def reset(self, seed: int, stack: LaunchedStack) -> tuple[float, int]:
+        """Reset the sim to `seed`: the new episode's first stamp and its index."""
         response = self.call(self._reset, self._reset_type(use_seed=True, seed=seed), stack, f"resetting to {seed}")
         if not response.success:
             raise CommandError(f"the sim bridge refused the reset to seed {seed}: {response.message}", exit_code=1)
-        return float(response.stamp.sec + response.stamp.nanosec * 1e-9)
+        return float(response.stamp.sec + response.stamp.nanosec * 1e-9), int(response.episode_index)
 
 
 def evaluate(
@@ -223,7 +257,8 @@ def _run_lockstep_episodes(
         steps = int(row["steps"])
         end = "success" if row["success"] else ("time_limit" if steps >= max_steps else "terminated")
         episode = _eval_row(index, int(row["seed"]), bool(row["success"]), end, round(steps / fps, 3),
-                            int(row["chunks"]), checkpoint, mode=mode)  # fmt: skip
+                            int(row["chunks"]), checkpoint, mode=mode,
+                            **_diagnosis_fields(classify(bool(row["success"]), None), None))  # fmt: skip
         append_jsonl(layout.eval_log, [episode])
         say(
             f"  episode {index} (seed {row['seed']}): {'success' if row['success'] else 'failure'} ({end}) after "
@@ -366,7 +401,7 @@ def _episode(
     seed = settings.eval_seed + index
     supervisor.set_enabled(False, stack)
     ends_before = len(supervisor.ends)
-    start_stamp = supervisor.reset(seed, stack)
+    start_stamp, sim_episode = supervisor.reset(seed, stack)
     spin_until(
         supervisor.node,
         lambda: any(c["stamp"] >= start_stamp for c in supervisor.chunks[-3:]),
@@ -379,21 +414,69 @@ def _episode(
     first_chunk = len(supervisor.chunks)
     supervisor.set_enabled(True, stack)
     started = time.monotonic()
-    spin_until(
-        supervisor.node,
-        lambda: len(supervisor.ends) > ends_before,
-        stack,
-        settings.eval_max_s * 3 + 30.0,
-        f"running evaluation episode {index}",
-    )
-    duration = time.monotonic() - started
+    steps_before_control = supervisor.steps.get(sim_episode, 0)
+    # The episode's limit is the sim's own steps: wait as long as the sim steps, however slowly.
+    watch = ProgressWatch(STALL_S)
+    ended = lambda: len(supervisor.ends) > ends_before  # noqa: E731
+
+    def ended_or_stuck() -> bool:
+        now = time.monotonic()
+        watch.update(supervisor.steps.get(sim_episode, 0), now)
+        return ended() or watch.stuck(now)
+
+    spin_until(supervisor.node, ended_or_stuck, stack, float("inf"), f"running evaluation episode {index}")
+    if not ended():
+        raise CommandError(
+            f"evaluation episode {index}: the sim made no step for {STALL_S:g} s (stuck at step "
+            f"{supervisor.steps.get(sim_episode, 0)}); see {stack.log}",
+            exit_code=1,
+        )
+    ended_at = supervisor.end_times[-1]
+    duration = ended_at - started
+    supervisor.set_enabled(False, stack)  # the executor's counters stop with the episode
     end = supervisor.ends[-1]
     chunks = supervisor.chunks[first_chunk:]
     append_jsonl(layout.chunk_log, [{"episode": index, **c} for c in chunks])
     if supervisor.frames:
         write_gif(layout.eval / f"episode_{index:03d}.gif", supervisor.frames, 30.0 / GIF_EVERY)
     supervisor.frames = None
-    return _eval_row(index, seed, end == "success", end, round(duration, 3), len(chunks), checkpoint)
+    # The reports that cover the episode's end (the nodes report once a second), then its signals.
+    _spin_while(
+        supervisor.node,
+        lambda: (
+            not (
+                sim_episode in supervisor.end_steps
+                and supervisor.diagnostics.reported_after(EXECUTOR, ended_at)
+                and supervisor.diagnostics.reported_after(POLICY, ended_at)
+            )
+        ),
+        REPORT_WAIT_S,
+    )
+    signals = episode_signals(
+        supervisor.diagnostics, start_s=started, end_s=ended_at, fps=30.0,
+        steps=supervisor.end_steps.get(sim_episode, supervisor.steps.get(sim_episode, 0)),
+        steps_before_control=steps_before_control, horizon=max((c["horizon"] for c in chunks), default=0),
+        latencies_s=[c["latency_s"] for c in chunks],
+    )  # fmt: skip
+    diagnosis = classify(end == "success", signals)
+    return _eval_row(index, seed, end == "success", end, round(duration, 3), len(chunks), checkpoint,
+                     **_diagnosis_fields(diagnosis, signals))  # fmt: skip
+
+
+def _diagnosis_fields(diagnosis: Diagnosis, signals: EpisodeSignals | None) -> dict[str, Any]:
+    """episodes.jsonl's keys saying why an episode failed (`cause` "" for a success) and the signals behind it."""
+    out: dict[str, Any] = {"cause": diagnosis.cause, "causes": list(diagnosis.causes), "why": diagnosis.text}
+    if signals is not None:
+        out["signals"] = signals.as_dict()
+    return out
+
+
+def _spin_while(node: Any, waiting: Callable[[], bool], seconds: float) -> None:
+    import rclpy
+
+    end = time.monotonic() + seconds
+    while waiting() and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
 
 
 def _eval_row(

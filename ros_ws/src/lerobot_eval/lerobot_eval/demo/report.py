@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lerobot_eval.demo.workspace import DemoLayout, read_json, read_jsonl
+from lerobot_eval.failure_causes import cause_counts
 
 TARGET_SUCCESS = 0.8
 
@@ -246,15 +247,23 @@ def build_report(layout: DemoLayout) -> tuple[Path, str]:
             "",
             "![success](success.png)",
             "",
-            "| episode | seed | result | end | duration (s) | chunks |",
-            "|---|---|---|---|---|---|",
+            "| episode | seed | result | end | duration (s) | chunks | why it failed |",
+            "|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {r['episode']} | {r['seed']} | {'success' if r['success'] else 'failure'} | {r['end']} | "
-            f"{r['duration_s']:.1f} | {r['chunks']} |"
+            f"{r['duration_s']:.1f} | {r['chunks']} | {'' if r['success'] else r.get('why') or r.get('cause', '')} |"
             for r in evaluation["per_episode"]
         ]
         lines.append("")
+        causes = cause_counts(evaluation["per_episode"])
+        if causes:
+            lines += [
+                "Failures by cause (`lerobot_eval.failure_causes`: starvation, late observations and the sim's "
+                "real-time factor over each episode, from the nodes' /diagnostics): "
+                + ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items())),
+                "",
+            ]
         summary.append(
             f"policy    success {evaluation['successes']}/{evaluation['episodes']} ({rate:.0%}) vs scripted expert "
             f"{evaluation['expert_successes']}/{evaluation['episodes']} ({expert_rate:.0%}) on the same unseen seeds"
