@@ -110,3 +110,41 @@ def test_demo_eval_through_ros_on_two_robots_reports_its_mode(tmp_path: Path, ro
     assert (run["mode"], run["envs"], run["episodes"]) == (mode, 2, 3) and run["episodes_per_minute"] > 0
     path, _ = build_report(layout)
     assert f"- mode: {mode}: 3 episodes in" in path.read_text()
+
+
+def test_record_speed_and_realtime_reach_the_launch_arguments(tmp_path: Path, monkeypatch) -> None:
+    """`demo record --record-speed F` caps the lockstep recording at F (0 = unlimited; default 1, real time);
+    `demo eval --realtime` asks the stack for SCHED_FIFO; a negative speed is one line."""
+    import argparse
+
+    from lerobot_eval.demo import command
+    from lerobot_eval.demo import evaluate as evaluate_module
+    from lerobot_eval.demo import record as record_module
+    from lerobot_eval.demo.command import DEMO
+    from lerobot_ros.command import CommandError
+
+    parser = argparse.ArgumentParser()
+    DEMO.add_arguments(parser)
+    assert command._settings(parser.parse_args(["record"])).record_real_time_factor == 1.0
+    assert command._settings(parser.parse_args(["record", "--record-speed", "0"])).record_real_time_factor == 0.0
+    assert command._settings(parser.parse_args(["eval"])).eval_realtime is False
+    assert command._settings(parser.parse_args(["eval", "--realtime"])).eval_realtime is True
+    with pytest.raises(CommandError, match=r"^--record-speed must be >= 0 \(0 = unlimited\), got -1.0$"):
+        command._settings(parser.parse_args(["record", "--record-speed", "-1"]))
+
+    seen: list[dict[str, str]] = []
+
+    class Stack:
+        def __init__(self, _file: Path, arguments: dict[str, str], _log: Path) -> None:
+            seen.append(arguments)
+            raise RuntimeError("stop here")
+
+    for module in (record_module, evaluate_module):
+        monkeypatch.setattr(module, "LaunchedStack", Stack)
+    layout = DemoLayout(tmp_path / "demo")
+    with pytest.raises(RuntimeError, match="stop here"):
+        record_module._record_more(layout, DemoSettings(record_real_time_factor=0.0), 0, 0, 1, print, 1.0)
+    with pytest.raises(RuntimeError, match="stop here"):
+        evaluate_module._run_episodes(layout, DemoSettings(eval_realtime=True), (1, "x"), 0, print)
+    assert seen[0]["lockstep_real_time_factor"] == "0.0" and seen[0]["mode"] == "lockstep"
+    assert seen[1]["realtime"] == "true"

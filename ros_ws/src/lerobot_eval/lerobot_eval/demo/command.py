@@ -47,6 +47,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--task", default=d.task, help="task text")
             sub.add_argument("--max-episode-s", type=float, default=d.max_episode_s, help="cut a demonstration after")
             sub.add_argument("--codec", choices=("h264", "libsvtav1"), default=d.codec, help="video codec (h264)")
+            sub.add_argument(
+                "--record-speed", type=float, default=d.record_real_time_factor, metavar="FACTOR",
+                help="at most FACTOR simulated seconds per wall second while recording, 0 = as fast as the expert "
+                f"answers (default {d.record_real_time_factor:g}); the frames are the same at any speed",
+            )  # fmt: skip
             sub.add_argument("--timeout", type=float, default=1800.0, help="give up recording after this long (s)")
         if verb in ("all", "train"):
             sub.add_argument("--train-steps", type=int, default=d.train_steps, help=f"steps ({d.train_steps})")
@@ -64,6 +69,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                 "(alone or 'auto': one per core)",
             )  # fmt: skip
             sub.add_argument(
+                "--realtime", action="store_true", dest="eval_realtime", default=None,
+                help="the real-time evaluation's sim loop and executor tick run SCHED_FIFO with memory locked where "
+                "permitted (one warning when not)",
+            )  # fmt: skip
+            sub.add_argument(
                 "--through-ros", action="store_true",
                 help="with --num-envs N: N sim bridges (real time, namespaces /robot_0..) driven by N action executors "
                 "and one policy node batching their observations, instead of in-process sims",
@@ -73,10 +83,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> DemoSettings:
     names = {
         "episodes": "episodes", "seed": "seed", "task": "task", "max_episode_s": "max_episode_s", "codec": "codec",
-        "train_steps": "train_steps", "batch_size": "batch_size", "eval_episodes": "eval_episodes",
+        "record_speed": "record_real_time_factor", "train_steps": "train_steps", "batch_size": "batch_size",
+        "eval_episodes": "eval_episodes", "eval_realtime": "eval_realtime",
         "eval_seed": "eval_seed", "eval_max_s": "eval_max_s",
     }  # fmt: skip
     given = {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag, None) is not None}
+    if given.get("record_real_time_factor", 0.0) < 0:
+        raise CommandError(f"--record-speed must be >= 0 (0 = unlimited), got {given['record_real_time_factor']}")
     for name in ("episodes", "train_steps", "batch_size", "eval_episodes"):
         if name in given and given[name] < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got {given[name]}")

@@ -355,6 +355,7 @@ def _run_episodes(
         "cameras": f"{CAMERA}:320x240",
         "max_episode_steps": str(round(settings.eval_max_s * fps)),
         "seed": str(settings.eval_seed + first),
+        "realtime": "true" if settings.eval_realtime else "false",
     }
     layout.eval.mkdir(parents=True, exist_ok=True)
     stack = LaunchedStack(installed_file("launch/sim_policy.launch.yaml"), arguments, layout.root / "logs" / "eval.log")

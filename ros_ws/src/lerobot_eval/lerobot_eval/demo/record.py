@@ -162,7 +162,7 @@ def _record_more(
         # 6-12 gave frames that repeat the same step (30-50 % of them), drop steps and carry the expert's answer
         # to an earlier observation -- demonstrations that depend on the load (README, "Demo results").
         "mode": "lockstep",
-        "lockstep_real_time_factor": "1.0",
+        "lockstep_real_time_factor": repr(float(settings.record_real_time_factor)),
         "use_sim_time": "true",
     }
     stack = LaunchedStack(

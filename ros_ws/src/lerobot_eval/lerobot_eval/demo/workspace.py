@@ -22,6 +22,8 @@ class DemoSettings:
     task: str = TASK
     max_episode_s: float = 30.0
     codec: str = "h264"
+    # Simulated seconds per wall second at most while recording (lockstep; 0 = as fast as the expert answers).
+    record_real_time_factor: float = 1.0
     train_steps: int = 6000
     batch_size: int = 32
     train_seed: int = 1000
@@ -43,6 +45,8 @@ class DemoSettings:
     eval_seed: int = 1000
     eval_max_s: float = 20.0
     gif_episodes: int = 1
+    # The real-time evaluation's sim loop and executor tick SCHED_FIFO where permitted (lerobot_ros.realtime).
+    eval_realtime: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
