@@ -160,6 +160,20 @@ else
   echo "    up to date"
 fi
 
+step "LeRobot plugins (editable)"
+# lerobot_plugins/*: LeRobot's robot/teleoperator devices for ROS robots. In this venv (no LeRobot) their ROS side
+# is tested; --with-lerobot-plugins installs them into LeRobot's own environment for its scripts.
+PLUGINS=(lerobot_plugins/lerobot_robot_ros)
+plugins_hash=$(inputs_hash "${PLUGINS[@]/%//pyproject.toml}")
+if ! is_current plugins "$plugins_hash" || ! "$PY" -c 'import lerobot_robot_ros' 2>/dev/null; then
+  plugin_editable=()
+  for p in "${PLUGINS[@]}"; do plugin_editable+=(-e "$ROOT/$p"); done
+  pip_install --no-deps --no-build-isolation "${plugin_editable[@]}"
+  mark plugins "$plugins_hash"
+else
+  echo "    up to date"
+fi
+
 step "ament prefix: index entries, share/ links and lib/<pkg>/<exec> launchers"
 # Editable installs skip data_files and put console scripts in bin/ only, where ros2 run / ros2 launch do not
 # look: make the venv an ament prefix like colcon --symlink-install (derived from package.xml + setup.cfg).

@@ -1,0 +1,158 @@
+"""`ContractRobot`: a robot whose observations and actions are the topics of a lerobot-ros contract.
+
+No LeRobot import: `RosRobot` (ros.py) is LeRobot's face of it; this part runs, and is tested, wherever rclpy and
+the project's packages are.
+
+* `observation_features` / `action_features` come from the contract (`RobotFeatures`), readable before connect.
+* `get_observation()` returns the newest frame aligned by the project's rule (`ContractLink`: the recorder's and
+  the policy node's sampler and frame decoder), in the contract's dataset units (LeRobot's: degrees, gripper
+  0..100 for the shipped arm contracts).
+* `send_action()` converts the action back to ROS units and publishes a JointState on the contract's `action`
+  topic, first through the action executor's limits (joint range, max velocity) when `robot_config` is given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
+from lerobot_robot_ros.features import RobotFeatures, resolve_contract
+from lerobot_robot_ros.link import ContractLink, RosLinkError
+
+
+class ContractRobot:
+    """See the module docstring.
+
+    Args:
+        contract: a preset name (`features.PRESETS`), a contract file, or a `Contract`.
+        robot_config: a robot configuration (config/robots/*.yaml) giving the executor's joint limits and velocity
+            limit; None: actions are published as given.
+        executor_name: the section of `robot_config` to read (default `<action namespace>/action_executor`).
+        connect_timeout_s: how long `connect()` waits for the first aligned observation.
+        observation_timeout_s: `get_observation()` refuses a newest observation older than this.
+    """
+
+    def __init__(
+        self,
+        contract: str | Path | Contract,
+        robot_config: str | Path | None = None,
+        executor_name: str = "",
+        connect_timeout_s: float = 10.0,
+        observation_timeout_s: float = 1.0,
+    ) -> None:
+        resolved = contract if isinstance(contract, Contract) else resolve_contract(str(contract))
+        self.features = RobotFeatures.from_contract(resolved)
+        self.contract = resolved
+        self.robot_config = robot_config
+        self.executor_name = executor_name
+        self.connect_timeout_s = connect_timeout_s
+        self.observation_timeout_s = observation_timeout_s
+        self._link: ContractLink | None = None
+        self._limiter: Any = None
+        self.last_observation_time_ns: int | None = None
+
+    @property
+    def is_connected(self) -> bool:
+        return self._link is not None and self._link.is_open
+
+    def connect(self) -> None:
+        """Join the ROS graph and wait for the first aligned observation (RosLinkError in one line otherwise)."""
+        limits = self._load_limits()  # a bad robot_config fails before anything starts
+        link = ContractLink(self.contract, self.features.observations, "lerobot_robot_ros")
+        link.open(self.connect_timeout_s)
+        self._link = link
+        if limits is not None:
+            self._limiter = self._make_limiter(limits)
+
+    def _load_limits(self) -> Any:
+        if not self.robot_config:
+            return None
+        from lerobot_policy_node.core.robot_limits import load_robot_limits
+
+        action = self._action()
+        executor = self.executor_name or f"{action.topic.rsplit('/', 1)[0]}/action_executor"
+        limits = load_robot_limits(self.robot_config, executor)
+        if limits.joint_names != tuple(action.joints or ()):
+            raise ValueError(
+                f"{self.robot_config}: limits are for joints {list(limits.joint_names)}, contract "
+                f"{self.contract.source} drives {list(action.joints or ())}"
+            )
+        return limits
+
+    def _make_limiter(self, limits: Any) -> Any:
+        """The action executor (one-step chunks, replace blending): joint range and velocity limit per command."""
+        from lerobot_policy_node.core.executor import BlendMode, ChunkExecutor, ExecutorConfig
+
+        executor = ChunkExecutor(
+            ExecutorConfig(
+                joint_names=limits.joint_names,
+                lower=limits.lower,
+                upper=limits.upper,
+                max_velocity=limits.max_velocity,
+                velocity_window_s=2.0 / self.contract.fps,
+                blend=BlendMode.REPLACE,
+            )
+        )
+        # Start from the measured pose, so the first command is rate-limited from where the arm is.
+        action, state = self._action(), self.contract.features.get("observation.state")
+        if state is not None and not state.is_image and state.joints == action.joints:
+            observation = self.get_observation()
+            measured = np.array([observation[n] for n in state.dataset_names or ()], dtype=np.float64)
+            executor.reset(action.joint_units().inverse(measured), self._connected().now_ns())
+        return executor
+
+    def _action(self) -> Any:
+        assert self.features.action is not None  # RobotFeatures checked it
+        return self.features.action
+
+    def get_observation(self) -> dict[str, Any]:
+        """The newest aligned observation: ``name: float`` per value, ``camera: (H, W, 3) uint8`` per camera."""
+        link = self._connected()
+        frame = link.newest_frame()
+        assert frame is not None  # connect() waited for the first one
+        age = link.frame_age_s(frame)
+        if age > self.observation_timeout_s:
+            raise RosLinkError(
+                f"the newest aligned observation is {age:.2f} s old (observation_timeout_s "
+                f"{self.observation_timeout_s:g}): {link.waiting()}"
+            )
+        self.last_observation_time_ns = frame.time_ns
+        return self.features.observation(link.values(frame))
+
+    def send_action(self, action: dict[str, Any]) -> dict[str, float]:
+        """Publish `action` (dataset units) on the contract's action topic; returns the action actually sent."""
+        link = self._connected()
+        from sensor_msgs.msg import JointState
+
+        feature = self._action()
+        units = feature.joint_units()
+        target: npt.NDArray[np.float64] = np.asarray(units.inverse(self.features.action_vector(action)), dtype=float)
+        if self._limiter is not None:
+            from lerobot_policy_node.core.executor import Chunk
+
+            now = link.now_ns()
+            self._limiter.submit(Chunk(now, NS // self.contract.fps, target[None, :]), now)
+            target = np.asarray(self._limiter.target(now), dtype=np.float64)
+        msg = JointState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(link.stamp_now_ns(), NS)
+        msg.name = list(feature.joints or ())
+        msg.position = [float(x) for x in target]
+        link.publisher(JointState, feature.topic).publish(msg)
+        return self.features.action_dict(units.apply(target))
+
+    def disconnect(self) -> None:
+        """Leave the ROS graph (the link's own context is shut down; the caller's rclpy is untouched)."""
+        if self._link is not None:
+            self._link.close()
+        self._link = None
+        self._limiter = None
+
+    def _connected(self) -> ContractLink:
+        if self._link is None or not self._link.is_open:
+            raise RosLinkError("the ROS robot is not connected; call connect() first")
+        return self._link

@@ -1,0 +1,183 @@
+"""A private ROS 2 connection to the topics of some contract features, for LeRobot devices.
+
+`ContractLink` owns its rclpy `Context`, one node and our `SingleThreadedExecutor` spinning it in a thread, so a
+LeRobot script (or a caller that runs rclpy itself) is not disturbed: nothing touches rclpy's default context.
+Subscriptions only store messages in the policy node's `ObservationAssembler`, which applies the project's
+alignment rule (`lerobot_contract.sampler.LiveSampler`: frames on the contract's fps grid, per feature the newest
+sample stamped at or before the frame time, dropped when older than `max_age_s` or spread beyond
+`sync_tolerance_s`); `newest()` gives the newest such frame, decoded by the same `FrameDecoder` as the recorder.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from lerobot_contract import Contract
+from lerobot_contract.align import AlignedFrame
+from lerobot_contract.time import NS
+from lerobot_policy_node.core.errors import ObservationError
+from lerobot_policy_node.core.observations import ObservationAssembler, contract_inputs
+from lerobot_policy_node.core.policies import TIMESTAMP_KEY
+
+# Sensor streams: keep the newest few, best effort (what the drivers and the policy node use).
+VECTOR_DEPTH = 10
+IMAGE_DEPTH = 2
+SPIN_POLL_S = 0.02
+
+
+class RosLinkError(ConnectionError):
+    """The ROS side cannot give what the device needs (no data on a topic, stale data, closed link); one line."""
+
+
+class ContractLink:
+    """Subscribes to the topics of `keys` (contract features) and keeps their newest aligned frame.
+
+    Args:
+        contract: the robot contract.
+        keys: the features to read (each needs a topic in the contract).
+        name: the node's name (a suffix makes it unique).
+        latency_s: how long a frame waits for a late sample before it is judged with what came.
+    """
+
+    def __init__(self, contract: Contract, keys: Sequence[str], name: str, latency_s: float = 0.01) -> None:
+        self.contract = contract
+        self.keys = tuple(keys)
+        self._name = f"{name}_{id(self):x}"
+        self._latency_s = latency_s
+        self._lock = threading.Lock()
+        self._context: Any = None
+        self._executor: Any = None
+        self._spinner: threading.Thread | None = None
+        self.node: Any = None
+        self._assembler: ObservationAssembler | None = None
+        self._publishers: dict[str, Any] = {}
+
+    @property
+    def is_open(self) -> bool:
+        return self.node is not None
+
+    def open(self, timeout_s: float) -> None:
+        """Start the node and wait for the first aligned frame (RosLinkError naming the silent topics)."""
+        import rclpy
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from lerobot_ros.dds import apply_ros_environment
+        from lerobot_ros.executors import SingleThreadedExecutor
+        from lerobot_ros.message_conversion import import_message_type
+
+        inputs = contract_inputs(self.contract, dict.fromkeys(self.keys, ()))
+        self._assembler = ObservationAssembler(self.contract, inputs, latency_s=self._latency_s)
+        apply_ros_environment()
+        self._context = rclpy.Context()
+        rclpy.init(context=self._context)
+        try:
+            self.node = rclpy.create_node(self._name, context=self._context)
+            stamp_from_header = self.contract.stamp == "header"
+            for topic, keys in self._assembler.topics.items():
+                feature = self.contract.features[keys[0]]
+                depth = IMAGE_DEPTH if feature.is_image else VECTOR_DEPTH
+                qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT)
+                self.node.create_subscription(
+                    import_message_type(feature.type), topic, self._on_message(topic, stamp_from_header), qos
+                )
+            self._executor = SingleThreadedExecutor(context=self._context)
+            self._executor.add_node(self.node)
+            self._spinner = threading.Thread(target=self._executor.spin, name=self._name, daemon=True)
+            self._spinner.start()
+            self._wait_first_frame(timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _on_message(self, topic: str, stamp_from_header: bool) -> Any:
+        def on_message(msg: Any) -> None:
+            receive = self.now_ns()
+            stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec if stamp_from_header else receive
+            with self._lock:
+                if self._assembler is not None:
+                    self._assembler.push(topic, msg, stamp, receive)
+
+        return on_message
+
+    def _wait_first_frame(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.newest_frame() is None:
+            if time.monotonic() > deadline:
+                raise RosLinkError(f"no aligned frame within {timeout_s:g} s: {self.waiting()}")
+            time.sleep(SPIN_POLL_S)
+
+    def waiting(self) -> str:
+        """What the link still waits for, in one line."""
+        assert self._assembler is not None
+        with self._lock:
+            silent = self._assembler.waiting_for
+            problem = self._assembler.stats.last_problem
+        if silent:
+            topics = ", ".join(f"{self.contract.features[k].topic} ({k})" for k in silent)
+            return (
+                f"no message on {topics} (contract {self.contract.source}); is the robot stack running, in this "
+                "ROS_DOMAIN_ID, and are these its topics?"
+            )
+        return problem or (
+            "every topic has data, but no frame passed the contract's max_age_s / sync_tolerance_s checks "
+            f"(contract {self.contract.source}); are the streams' stamps on one clock?"
+        )
+
+    def now_ns(self) -> int:
+        return int(self.node.get_clock().now().nanoseconds)
+
+    def newest_frame(self) -> AlignedFrame | None:
+        """The newest aligned frame released by now (None before the first)."""
+        if self._assembler is None or self.node is None:
+            raise RosLinkError("the ROS link is closed; connect() first")
+        with self._lock:
+            self._assembler.poll(self.now_ns())
+            return self._assembler.newest()
+
+    def frame_age_s(self, frame: AlignedFrame) -> float:
+        """How old `frame` is now, on the stamps' clock."""
+        assert self._assembler is not None
+        with self._lock:
+            return (self._assembler.stamp_clock(self.now_ns()) - frame.time_ns) / NS
+
+    def stamp_now_ns(self) -> int:
+        """This node's clock now, on the stamps' clock (to stamp what is sent in answer)."""
+        assert self._assembler is not None
+        with self._lock:
+            return self._assembler.stamp_clock(self.now_ns())
+
+    def values(self, frame: AlignedFrame) -> dict[str, Any]:
+        """Contract key -> value (dataset units) of every feature of `frame`, decoded as the recorder does."""
+        assert self._assembler is not None
+        try:
+            with self._lock:
+                built = self._assembler.build(frame)
+        except ObservationError as err:
+            raise RosLinkError(str(err)) from None
+        built.pop(TIMESTAMP_KEY, None)
+        return built
+
+    def publisher(self, msg_type: Any, topic: str) -> Any:
+        """A reliable publisher on `topic` (one per topic)."""
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        if topic not in self._publishers:
+            qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+            self._publishers[topic] = self.node.create_publisher(msg_type, topic, qos)
+        return self._publishers[topic]
+
+    def close(self) -> None:
+        """Stop spinning, destroy the node and shut the link's context down (idempotent)."""
+        if self._executor is not None:
+            self._executor.shutdown(timeout_sec=2.0)
+        if self._spinner is not None:
+            self._spinner.join(timeout=5.0)
+        if self.node is not None:
+            self.node.destroy_node()
+        if self._context is not None:
+            self._context.try_shutdown()
+        self._executor = self._spinner = self.node = self._context = None
+        self._publishers = {}

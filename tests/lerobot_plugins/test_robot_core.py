@@ -1,0 +1,91 @@
+"""The ROS robot of LeRobot's robot plugin (`lerobot_robot_ros.core.ContractRobot`) against the fake-hardware
+SO-101 follower, in the project's own venv (no LeRobot needed): features from the contract, observations by the
+recorder's alignment rule, actions through the executor's limits to the follower, one-line errors."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from plugin_stack import REPO, StampedHistory, arm_contract, launch_fake_follower
+
+from lerobot_contract import ContractError, load_contract
+from lerobot_robot_ros.core import ContractRobot
+from lerobot_robot_ros.link import RosLinkError
+
+NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]
+
+
+def test_features_are_the_contracts() -> None:
+    robot = ContractRobot("so101")
+    assert robot.features.observation_features == {**dict.fromkeys(NAMES, float), "front": (480, 640, 3),
+                                                   "wrist": (480, 640, 3)}  # fmt: skip
+    assert robot.features.action_features == dict.fromkeys(NAMES, float)
+    sim = ContractRobot("so101_sim")
+    assert sim.features.observation_features["block.x"] is float and sim.features.cameras == {
+        "front": "observation.images.front"
+    }
+
+
+def test_bad_contract_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((REPO / "config/contracts/so101.yaml").read_text().replace("fps: 30", "fps: -3"))
+    for spec, words in ((str(bad), "fps"), (str(tmp_path / "none.yaml"), "no such file"), ("so999", "no such file")):
+        with pytest.raises(ContractError) as err:
+            ContractRobot(spec)
+        assert "\n" not in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.ros
+def test_missing_topic_at_connect_is_one_line(ros_domain: int, tmp_path: Path) -> None:
+    robot = ContractRobot(arm_contract(tmp_path, observation_state="/nobody/joint_states"), connect_timeout_s=1.0)
+    with pytest.raises(RosLinkError) as err:
+        robot.connect()
+    message = str(err.value)
+    assert "\n" not in message and "/nobody/joint_states (observation.state)" in message
+    assert not robot.is_connected
+
+
+@pytest.mark.ros
+def test_observations_follow_the_alignment_rule_and_actions_move_the_follower(processes, ros_node, tmp_path) -> None:
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    robot_config = launch_fake_follower(processes, tmp_path)
+    contract_file = arm_contract(tmp_path)
+    state = load_contract(contract_file).features["observation.state"]
+    history = StampedHistory(ros_node, JointState, "/follower/joint_states")
+    robot = ContractRobot(contract_file, robot_config=robot_config, connect_timeout_s=120.0)
+    robot.connect()
+    try:
+        assert not rclpy.ok(), "the robot must not initialise the caller's default rclpy context"
+        # Each observation is the recorder's frame for its time: the newest joint state stamped at or before it.
+        for _ in range(5):
+            observation = robot.get_observation()
+            t_ns = robot.last_observation_time_ns
+            assert t_ns is not None
+            time.sleep(0.3)  # the probe has by now every sample stamped up to t
+            expected = history.newest_at_or_before(t_ns)
+            assert expected is not None, f"the probe saw no joint state stamped before {t_ns}"
+            np.testing.assert_allclose([observation[n] for n in NAMES], state.vector(expected), atol=1e-4)
+        start = np.array([observation[n] for n in NAMES])
+        target = start.copy()
+        target[0] += 40.0 if start[0] < 0 else -40.0  # degrees of shoulder_pan
+        # The executor's velocity limit (3 rad/s) lets one command move at most 2 ticks' worth (~11.5 deg).
+        sent = robot.send_action(dict(zip(NAMES, target, strict=True)))
+        assert 0 < abs(sent[NAMES[0]] - start[0]) < 20.0, sent
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            robot.send_action(dict(zip(NAMES, target, strict=True)))
+            now = robot.get_observation()
+            if abs(now[NAMES[0]] - target[0]) < 2.0:
+                break
+            time.sleep(1 / 30)
+        assert abs(now[NAMES[0]] - target[0]) < 2.0, f"the follower did not reach {target[0]:.1f}: {now[NAMES[0]]}"
+    finally:
+        robot.disconnect()
+    assert not robot.is_connected and not rclpy.ok()
+    with pytest.raises(RosLinkError, match="not connected"):
+        robot.get_observation()
