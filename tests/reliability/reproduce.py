@@ -1,7 +1,8 @@
 """Re-run one fuzz input in this process: python tests/reliability/reproduce.py TARGET SEED INDEX.
 
-TARGET is a target's name from the counts table (bag_storage, bag_metadata, contracts, recorder_messages,
-executor_chunks). Prints the outcome, the input and the traceback.
+TARGET is a target's name from the counts table (test_fuzz.TARGETS: bag_storage, bag_metadata, bag_semantics,
+contracts, recorder_messages, executor_chunks, policy_server_frames, recorder_dead_sensors). Prints the outcome,
+the input and the traceback.
 """
 
 from __future__ import annotations

@@ -87,3 +87,15 @@ def test_a_non_finite_observation_value_is_refused_not_answered_with_a_non_finit
     outcome, _, detail = reproduce(TARGETS["policy_server_frames"], 1, index)
     assert outcome == "clear_error", detail
     assert "INVALID_ARGUMENT: observation 'observation.state' holds non-finite values" in detail
+
+
+@pytest.mark.parametrize(("index", "expected"), [(18, "ok"), (30, "clear_error")])
+def test_an_episode_ended_by_a_silent_topic_before_any_frame_is_not_called_saved(index: int, expected: str) -> None:
+    """recorder_dead_sensors seed 1 (53 of 300 inputs): a topic stopped before an episode's first frame; the log and
+    the status said "episode N ended early and saved", then the save found no frames and nothing was saved (18:
+    the episode was recorded again; 30: the camera never came back and the session stopped)."""
+    from fuzz_harness import reproduce
+    from test_fuzz import TARGETS
+
+    outcome, _, detail = reproduce(TARGETS["recorder_dead_sensors"], 1, index)
+    assert outcome == expected, detail

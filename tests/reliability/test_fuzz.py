@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from fuzz_harness import run_target
+from fuzz_recorder_session import remove_stale_session_dirs
 
 TARGETS = {
     "bag_storage": "fuzz_targets:BagStorage",
@@ -18,6 +19,7 @@ TARGETS = {
     "recorder_messages": "fuzz_targets:RecorderMessages",
     "executor_chunks": "fuzz_targets:ExecutorChunks",
     "policy_server_frames": "fuzz_policy_server:PolicyServerFrames",
+    "recorder_dead_sensors": "fuzz_recorder_session:RecorderDeadSensors",
 }
 QUICK = 300
 FULL = 10_000
@@ -26,7 +28,10 @@ BUDGET_S = 10.0
 
 
 def fuzz(name: str, count: int, seed: int, record: object) -> None:
-    counts = run_target(TARGETS[name], count, seed=seed, budget_s=BUDGET_S, label=name)
+    try:
+        counts = run_target(TARGETS[name], count, seed=seed, budget_s=BUDGET_S, label=name)
+    finally:
+        remove_stale_session_dirs()  # the dataset folders its killed workers left in /dev/shm
     record(counts)  # type: ignore[operator]
     assert counts.tried + counts.extra.get("not_run_after_hangs", 0) == count
     assert counts.bad == 0, counts.summary()

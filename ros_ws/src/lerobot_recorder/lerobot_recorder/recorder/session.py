@@ -490,10 +490,18 @@ class RecordingSession:
             self.status_dirty = True
         text = workflow.waiting_for
         if text and workflow.state is State.RECORDING and sampler.active:
-            timeout = self._topic_timeout_ns / NS
-            message = f"{text} (topic_timeout_s={timeout:g}): episode {self.episode_index} ended early and saved"
+            index = self.episode_index
+            self.control(lambda wf, now: wf.next(now) if wf.state is State.RECORDING else [])
+            # The save was just handed to the dataset thread with the episode's frames (its counts): an episode
+            # the topic stopped before its first frame has nothing to save, and its save fails saying so.
+            frames = int(self.last_episode.get("frames", 0))
+            ended = f"{text} (topic_timeout_s={self._topic_timeout_ns / NS:g}): episode {index} ended early"
+            if frames:
+                message = f"{ended} and saved ({frames} frames)"
+            else:
+                message = f"{ended} before its first frame: nothing to save"
+            workflow.message = message
             self._log.error(message)
-            self.control(lambda wf, now: wf.next(now) if wf.state is State.RECORDING else [], message=message)
 
     def _wait_for_session_topics(self, workflow: EpisodeWorkflow, sampler: LiveSampler) -> None:
         """The session waits to start (`start_session`) for topics that never delivered or went silent; after
