@@ -290,6 +290,9 @@ class PolicyServerFrames:
                 self.call(method, frame, metadata)
         except (PolicyServerRefused, DataLost, RuntimeError) as err:
             outcome = err
+        self.last_extra = {}
+        if isinstance(outcome, PolicyServerRefused):
+            self.last_extra[f"refused_{str(outcome).partition(':')[0]}"] = 1
         self.check_still_serving(described)
         self.check_memory(described)
         if outcome is not None:
@@ -307,7 +310,8 @@ class PolicyServerFrames:
     def check_memory(self, described: str) -> None:
         growth = rss_kb() - self.rss_base_kb
         if growth > self.peak_growth_kb:
-            self.last_extra = {"server_rss_peak_growth_kb": growth - self.peak_growth_kb}
+            # Counts add up over inputs: each input adds what the peak grew by, so the sum is the run's peak.
+            self.last_extra = {**(self.last_extra or {}), "server_rss_peak_growth_kb": growth - self.peak_growth_kb}
             self.peak_growth_kb = growth
         if growth > RSS_BOUND_KB:
             raise DataLost(f"the server's RSS grew by {growth} kB (bound {RSS_BOUND_KB} kB) by {described}")
