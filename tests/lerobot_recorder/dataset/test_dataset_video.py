@@ -226,3 +226,48 @@ def test_av1_encoder_keeps_no_python_object_per_frame(tmp_path: Path, threads: i
     assert grown < 20, f"{grown} more Python objects after 200 frames"
     assert traced < 200 * 256, f"the Python heap grew {traced} bytes over 200 frames"
     assert probe(tmp_path / "a.mp4").frames == 240
+
+
+def test_camera_statistics_of_a_long_episode_read_only_the_sampled_histograms(tmp_path: Path) -> None:
+    """A camera's statistics read the ~900 histograms LeRobot samples of a 9000-frame episode, not the whole
+    27 MB file: mapping it put the file in the process's resident memory at every commit (the peak RSS of a
+    300 s AV1 episode was 27 MB above the encoding's, growing ~3 kB per frame). Run in a fresh process so its
+    peak RSS (VmHWM) is its own."""
+    import subprocess
+    import sys
+
+    from lerobot_recorder.dataset.stats import CameraHistograms
+
+    frames = 9000
+    rows = np.random.default_rng(0).integers(0, 1000, size=(frames, 3, 256), dtype=np.uint32)
+    path = tmp_path / "camera.hist"
+    path.write_bytes(rows.tobytes())
+    assert path.stat().st_size == frames * CameraHistograms.ROW_BYTES
+    script = (
+        "import sys, numpy as np\n"
+        "from pathlib import Path\n"
+        "from lerobot_recorder.dataset.stats import histogram_file_stats, sample_indices\n"
+        "def hwm():\n"
+        "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+        "sample_indices(10)\n"
+        "histogram_file_stats(Path(sys.argv[1]), 10)\n"
+        "before = hwm()\n"
+        "stats = histogram_file_stats(Path(sys.argv[1]), int(sys.argv[2]))\n"
+        "print(hwm() - before, float(stats['mean'][0, 0, 0]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(path), str(frames)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    grown_kb = int(out[0])
+    assert grown_kb < 4 * 1024, f"peak RSS grew {grown_kb} kB computing the statistics of a 27 MB histogram file"
+    expected = stats_of_rows(rows)
+    assert float(out[1]) == pytest.approx(expected, rel=1e-9)
+
+
+def stats_of_rows(rows: np.ndarray) -> float:
+    """The red channel's mean (0..1) over LeRobot's sample of `rows`, as `histogram_file_stats` computes it."""
+    from lerobot_recorder.dataset.stats import camera_stats_from_histograms, sample_indices
+
+    indices = sample_indices(len(rows))
+    summed = rows[indices].astype(np.float64).sum(axis=0)
+    return float(camera_stats_from_histograms(summed, len(indices))["mean"][0, 0, 0])
