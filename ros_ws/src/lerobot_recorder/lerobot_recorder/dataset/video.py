@@ -3,9 +3,9 @@
 Encoder settings are named (`VIDEO_ENCODINGS`; the name is what `video_codec` / `--codec` take):
 `libsvtav1` and `h264` are LeRobot 0.4.4's (yuv420p, g=2, crf=30; SVT-AV1 preset 12, libx264's default
 preset medium); `h264-ultrafast` is libx264's fastest preset at the same crf and GOP, one encoder thread per
-camera (measured choice for offline conversion, see the package README). `encoder_threads` caps an encoder's
-threads (`encoder_thread_options`); left to their defaults, SVT-AV1 and libx264 start threads for every core of
-the machine per camera. Episodes are encoded to their own
+camera (measured choice for offline conversion, see the package README). `DatasetWriter.encoder_threads` caps
+an encoder's threads (`encoder_thread_options`); left to their defaults, SVT-AV1 and libx264 start threads
+for every core of the machine per camera. Episodes are encoded to their own
 mp4 in the staging folder while they are recorded, then appended to the camera's dataset file by a stream
 copy (no re-encoding), as LeRobot's concat demuxer does -- only when both streams have the same parameters
 (`same_stream`), otherwise the episode starts a new file.
