@@ -63,6 +63,9 @@ def session_dir(workdir: Path) -> Path:
     return path
 
 
+Fault = tuple[str, int, int, int]  # kind, start ns, end ns, messages per step (restamped: seconds off + 10)
+
+
 class Log:
     """The node's logger: keeps every line."""
 
@@ -130,20 +133,20 @@ class RecorderDeadSensors:
                 data=np.full(8 * 8 * 3, self.pixel_value(stamp_ns), np.uint8))  # fmt: skip
         return bytes(self.ts.serialize_cdr(msg, msg.__msgtype__))
 
-    def schedule(self, rng: np.random.Generator) -> dict[str, list[tuple[str, int, int, int]]]:
+    def schedule(self, rng: np.random.Generator) -> dict[str, list[Fault]]:
         """Per topic, its faults: (kind, start ns, end ns, messages per step) from the session's start."""
-        plan: dict[str, list[tuple[str, int, int, int]]] = {}
+        plan: dict[str, list[Fault]] = {}
         for topic in TOPICS:
             faults = []
             for _ in range(int(rng.integers(0, 3))):
-                kind = str(rng.choice(["stop", "gone", "restart", "flood", "duplicates"]))
+                kind = str(rng.choice(["stop", "gone", "restart", "flood", "duplicates", "restamped"]))
                 start = START_NS + int(rng.integers(0, 36)) * STEP_NS
                 end = start + round(float(rng.choice(DURATIONS_S)) * NS) if kind != "gone" else 2**62
                 faults.append((kind, start, end, int(rng.integers(2, 20))))
             plan[topic] = faults
         return plan
 
-    def deliveries(self, faults: list[tuple[str, int, int, int]], now: int) -> list[int]:
+    def deliveries(self, faults: list[Fault], now: int) -> list[int]:
         """The stamps a topic delivers in the step ending at `now`."""
         for kind, start, end, per_step in faults:
             if not start <= now < end:
@@ -152,6 +155,8 @@ class RecorderDeadSensors:
                 continue
             if kind in ("stop", "gone", "restart"):
                 return []
+            if kind == "restamped":  # a driver restarted on another clock: stamps per_step seconds off, either way
+                return [now + (per_step - 10) * NS]
             if kind == "flood":
                 return [now - STEP_NS + (j + 1) * STEP_NS // per_step for j in range(per_step)]
             return [now] * per_step
@@ -212,7 +217,7 @@ class RecorderDeadSensors:
                         if now - stamp < STEP_NS:
                             last_fresh[topic] = now
                 session.tick()
-                self.check_silence(session, last_fresh, now, described)
+                self.check_silence(session, last_fresh, now, plan, described)
                 named_silent |= session.silent
                 while session.workflow is not None and session.workflow.state is State.SAVING:
                     pause.wait(0.001)  # a save takes no time on the robot's clock: the dataset thread finishes it
@@ -229,7 +234,8 @@ class RecorderDeadSensors:
                 raise DataLost(f"exit code 1 in state {status.state} with message {message!r} after {described}")
             keys = {"/j": "observation.state", "/c": "observation.images.cam"}
             named = [t for t in TOPICS if message.startswith(f"{t} (") or f"first message on {keys[t]}" in message]
-            if not named or not any(f[0] in ("stop", "gone", "restart") for f in plan[named[0]]):
+            restamped = any(f[0] == "restamped" for faults in plan.values() for f in faults)
+            if not named or not (restamped or any(f[0] in ("stop", "gone", "restart") for f in plan[named[0]])):
                 raise DataLost(f"the session stopped naming a topic that never went silent: {message}; {described}")
             raise SessionEnded(f"{message} ({session.num_saved} saved)")
         if session.num_saved != EPISODES:
@@ -237,9 +243,7 @@ class RecorderDeadSensors:
         return described
 
     @staticmethod
-    def check_counts(
-        log: Log, plan: dict[str, list[tuple[str, int, int, int]]], starts: dict[int, int], described: str
-    ) -> None:
+    def check_counts(log: Log, plan: dict[str, list[Fault]], starts: dict[int, int], described: str) -> None:
         """An episode no fault came near holds all its frames with none dropped; no episode counts more frames
         (kept + dropped) than its time holds."""
         import re
@@ -266,9 +270,15 @@ class RecorderDeadSensors:
                 raise DataLost(f"episode {index}: {frames} frames, {dropped} dropped, no fault near it; {described}")
 
     @staticmethod
-    def check_silence(session: Any, last_fresh: dict[str, int], now: int, described: str) -> None:
-        """`silent` names a topic only once it sent nothing fresh for topic_timeout_s, and names it then."""
+    def check_silence(
+        session: Any, last_fresh: dict[str, int], now: int, plan: dict[str, list[Fault]], described: str
+    ) -> None:
+        """`silent` names a topic only once it sent nothing fresh for topic_timeout_s, and names it then. (Once a
+        topic's stamps moved to another clock, which samples are usable is the sampler's clock rule, for every
+        topic: the clock is shared; from then on silence is not judged here.)"""
         timeout = round(TIMEOUT_S * NS)
+        if any(f[0] == "restamped" and f[1] <= now for faults in plan.values() for f in faults):
+            return
         for topic in TOPICS:
             quiet = now - last_fresh[topic]
             if topic in session.silent and quiet < timeout - STEP_NS:

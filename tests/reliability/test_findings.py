@@ -99,3 +99,14 @@ def test_an_episode_ended_by_a_silent_topic_before_any_frame_is_not_called_saved
 
     outcome, _, detail = reproduce(TARGETS["recorder_dead_sensors"], 1, index)
     assert outcome == expected, detail
+
+
+def test_samples_refused_before_an_episode_and_taken_in_it_do_not_crash_the_sampler() -> None:
+    """recorder_dead_sensors seed 2 input 420: samples refused as "future" before an episode started were taken
+    in it once the clock estimate was lowered; their refusal was uncounted from the episode's counters, which the
+    start had reset: KeyError 'future' out of the recorder's message callback."""
+    from fuzz_harness import reproduce
+    from test_fuzz import TARGETS
+
+    outcome, _, detail = reproduce(TARGETS["recorder_dead_sensors"], 2, 420)
+    assert outcome in ("ok", "clear_error"), detail

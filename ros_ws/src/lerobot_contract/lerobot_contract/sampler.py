@@ -224,7 +224,9 @@ class LiveSampler:
         self._episode_start_ns: int | None = None  # `_start_ns` of the latest episode, kept after `stop`
         self._start_clock_ns = 0
         # Samples refused in a row that agree on another clock (replayed when the first clock proves wrong).
-        self._pending: list[tuple[str, int, Any, str]] = []
+        # Samples refused while the clock may be wrong: (key, stamp, payload, reason, the LiveStats that counted
+        # the refusal: an episode start replaces it, and its successor never counted it).
+        self._pending: list[tuple[str, int, Any, str, LiveStats]] = []
         self._t0: int | None = None
         self._next_slot = 0
         self._clock_changed = False
@@ -400,7 +402,7 @@ class LiveSampler:
                 reason = "zero" if stamp_ns == 0 else verdict  # a header nobody stamped
                 if self.clock.challenger_len == 1:
                     self._pending.clear()
-                self._pending.append((key, stamp_ns, payload, reason))
+                self._pending.append((key, stamp_ns, payload, reason, self.live))
                 return self._reject(
                     key, reason, f"stamp {stamp_ns / NS:.3f} s is {where} the clock (more than {limit})"
                 )
@@ -447,8 +449,8 @@ class LiveSampler:
     def _take_pending(self, text: str, receive_ns: int) -> None:
         """The clock moved ahead: take the samples refused meanwhile (they were right)."""
         pending, self._pending = self._pending, []
-        for key, stamp_ns, payload, refused_as in pending:
-            self._uncount(refused_as)
+        for key, stamp_ns, payload, refused_as, counted_in in pending:
+            self._uncount(refused_as, counted_in)
             last = self._withdraw_ahead(key, receive_ns, stamp_ns)
             if last is not None and stamp_ns < last:
                 self.live.out_of_order += 1
@@ -456,8 +458,9 @@ class LiveSampler:
                 self._store(key, stamp_ns, payload)
         self.last_rejection = f"{text}; the {len(pending)} sample(s) refused meanwhile were taken"
 
-    def _uncount(self, reason: str) -> None:
-        for counts in (self.rejected, self.live.rejected):
+    def _uncount(self, reason: str, counted_in: LiveStats) -> None:
+        """Take back a refusal counted in `rejected` and in `counted_in` (the episode's counters, if still these)."""
+        for counts in (self.rejected, counted_in.rejected) if counted_in is self.live else (self.rejected,):
             counts[reason] -= 1
             if not counts[reason]:
                 del counts[reason]
@@ -518,8 +521,8 @@ class LiveSampler:
             for buf in self._buffers.values():
                 buf.clear()
             self.report = self._new_report()
-        for key, stamp_ns, payload, refused_as in pending:
-            self._uncount(refused_as)
+        for key, stamp_ns, payload, refused_as, counted_in in pending:
+            self._uncount(refused_as, counted_in)
             self._store(key, stamp_ns, payload)
         for counts in (self.rejected, self.live.rejected):
             counts[reason] = counts.get(reason, 0) + wrong
