@@ -42,11 +42,13 @@ pip_install() {
 
 WITH_REFERENCE=${LEROBOT_ROS_REFERENCE:-0}
 WITH_BROWSER=${LEROBOT_ROS_BROWSER:-0}
+WITH_PLUGINS=${LEROBOT_ROS_PLUGINS:-0}
 for arg in "$@"; do
   case $arg in
     --with-lerobot-reference) WITH_REFERENCE=1 ;;
+    --with-lerobot-plugins) WITH_PLUGINS=1 ;;
     --with-browser) WITH_BROWSER=1 ;;
-    *) fail "unknown option '$arg' (known: --with-lerobot-reference, --with-browser)" ;;
+    *) fail "unknown option '$arg' (known: --with-lerobot-reference, --with-lerobot-plugins, --with-browser)" ;;
   esac
 done
 
@@ -64,6 +66,8 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The plugins go into LeRobot's reference venv, which they need.
+if [[ $WITH_PLUGINS == 1 ]]; then WITH_REFERENCE=1; fi
 
 if [[ $WITH_BROWSER == 1 ]]; then
   # Optional: headless Chromium for the web-viewer screenshot tests (make test-browser); they skip without it.
@@ -163,7 +167,7 @@ fi
 step "LeRobot plugins (editable)"
 # lerobot_plugins/*: LeRobot's robot/teleoperator devices for ROS robots. In this venv (no LeRobot) their ROS side
 # is tested; --with-lerobot-plugins installs them into LeRobot's own environment for its scripts.
-PLUGINS=(lerobot_plugins/lerobot_robot_ros)
+PLUGINS=(lerobot_plugins/lerobot_robot_ros lerobot_plugins/lerobot_teleoperator_ros)
 plugins_hash=$(inputs_hash "${PLUGINS[@]/%//pyproject.toml}")
 if ! is_current plugins "$plugins_hash" || ! "$PY" -c 'import lerobot_robot_ros' 2>/dev/null; then
   plugin_editable=()
@@ -247,6 +251,37 @@ if [[ $WITH_REFERENCE == 1 ]]; then
       --target "$REF_VENV/act-extras" -r "$ROOT/requirements/lerobot-act-train.txt" \
       2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
     echo "$extras_hash" > "$REF_VENV/act-extras/.stamp"
+  fi
+  if [[ $WITH_PLUGINS == 1 ]]; then
+    # LeRobot's own scripts driving ROS robots (lerobot_plugins/*, docs/guides/lerobot-cli.md): the ROS 2 runtime
+    # wheels (ros.txt without its interface-generation part; they leave numpy and torch alone), the OpenCV and
+    # Rerun that LeRobot's scripts import, and the project packages the plugins use, editable and --no-deps.
+    step "LeRobot plugins in LeRobot's environment ($REF_VENV)"
+    plugin_pkgs=(ros_ws/src/lerobot_contract ros_ws/src/lerobot_ros ros_ws/src/lerobot_policy_node training "${PLUGINS[@]}")
+    ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt "${PLUGINS[@]/%//pyproject.toml}")
+    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, cv2, rerun'
+    if [[ ! -f "$REF_VENV/.plugins-stamp" || "$(cat "$REF_VENV/.plugins-stamp")" != "$ref_plugins_hash" ]] \
+        || ! env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH "$REF_PY" -c "$ref_check" 2>/dev/null; then
+      sed '/^# Interface generation/,$d' "$ROOT/requirements/ros.txt" > "$REF_VENV/ros-runtime.txt"
+      "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" -r "$REF_VENV/ros-runtime.txt" \
+        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+      "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
+        -r "$ROOT/requirements/lerobot-plugins.txt" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+      ref_editable=()
+      for p in "${plugin_pkgs[@]}"; do ref_editable+=(-e "$ROOT/$p"); done
+      "$REF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "${ref_editable[@]}" \
+        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+      env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" -c "$ref_check
+from lerobot.utils.import_utils import register_third_party_plugins
+from lerobot.robots.config import RobotConfig
+from lerobot.teleoperators.config import TeleoperatorConfig
+register_third_party_plugins()
+assert 'ros' in RobotConfig.get_known_choices() and 'ros' in TeleoperatorConfig.get_known_choices()" \
+        || fail "the LeRobot plugins do not load in $REF_VENV; delete $REF_VENV/.plugins-stamp and re-run"
+      echo "$ref_plugins_hash" > "$REF_VENV/.plugins-stamp"
+    else
+      echo "    up to date"
+    fi
   fi
 fi
 

@@ -57,6 +57,10 @@ def test_observations_follow_the_alignment_rule_and_actions_move_the_follower(pr
     contract_file = arm_contract(tmp_path)
     state = load_contract(contract_file).features["observation.state"]
     history = StampedHistory(ros_node, JointState, "/follower/joint_states")
+    deadline = time.monotonic() + 120
+    while not history.stamps():  # the probe sees the stream before the robot's first frame
+        assert time.monotonic() < deadline, "the fake follower published no joint state within 120 s"
+        time.sleep(0.1)
     robot = ContractRobot(contract_file, robot_config=robot_config, connect_timeout_s=120.0)
     robot.connect()
     try:

@@ -65,6 +65,13 @@ class ContractRobot:
         limits = self._load_limits()  # a bad robot_config fails before anything starts
         link = ContractLink(self.contract, self.features.observations, "lerobot_robot_ros")
         link.open(self.connect_timeout_s)
+        try:
+            from sensor_msgs.msg import JointState
+
+            link.matched_publisher(JointState, self._action().topic, self.connect_timeout_s)
+        except BaseException:
+            link.close()
+            raise
         self._link = link
         if limits is not None:
             self._limiter = self._make_limiter(limits)

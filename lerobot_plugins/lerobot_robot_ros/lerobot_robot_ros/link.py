@@ -169,6 +169,20 @@ class ContractLink:
             self._publishers[topic] = self.node.create_publisher(msg_type, topic, qos)
         return self._publishers[topic]
 
+    def matched_publisher(self, msg_type: Any, topic: str, timeout_s: float) -> Any:
+        """`publisher(topic)` once it is matched with every subscriber the graph knows (at least one): what is
+        published before a subscription matched is lost to it (RosLinkError when nobody subscribes in time)."""
+        publisher = self.publisher(msg_type, topic)
+        deadline = time.monotonic() + timeout_s
+        while not 0 < self.node.count_subscribers(topic) <= publisher.get_subscription_count():
+            if time.monotonic() > deadline:
+                raise RosLinkError(
+                    f"nobody subscribes to {topic} within {timeout_s:g} s (contract {self.contract.source}); is the "
+                    "robot's driver running, in this ROS_DOMAIN_ID, and is this its command topic?"
+                )
+            time.sleep(SPIN_POLL_S)
+        return publisher
+
     def close(self) -> None:
         """Stop spinning, destroy the node and shut the link's context down (idempotent)."""
         if self._executor is not None:

@@ -1,0 +1,182 @@
+"""LeRobot 0.4.4's own scripts drive the fake-hardware SO-101 through the plugins (`--robot.type=ros`,
+`--teleop.type=ros`), in LeRobot's environment (.venv-lerobot-ref with the plugins: scripts/setup.sh
+--with-lerobot-plugins): lerobot-record writes a dataset LeRobot loads, with the follower following a leader
+topic; lerobot-replay plays that episode's actions to the follower; lerobot-teleoperate moves the follower."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from plugin_stack import StampedHistory, arm_contract, launch_fake_follower
+
+from lerobot_contract import load_contract
+from lerobot_ros.testing import reference_env, reference_venv
+
+NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]
+OFFSET_RAD = np.radians(25.0)  # the leader's shoulder_pan, away from the follower's start
+
+pytestmark = [
+    pytest.mark.ros,
+    pytest.mark.reference,
+    pytest.mark.skipif(
+        not (reference_venv() / ".plugins-stamp").is_file(),
+        reason="needs the LeRobot plugins in LeRobot's reference env (.venv-lerobot-ref): "
+        "scripts/setup.sh --with-lerobot-plugins",
+    ),
+]
+
+
+def lerobot_env(workdir: Path) -> dict[str, str]:
+    """A LeRobot-venv process in this test's ROS domain: its own ROS wheels' bootstrap must run again."""
+    env = reference_env(workdir)
+    env.pop("_ROS_WHEELS_BOOTSTRAP_COMPLETE", None)
+    return env
+
+
+def run_lerobot(script: str, args: Sequence[str], workdir: Path, timeout: float = 300) -> str:
+    """Run LeRobot's console script `script` from its venv; fails the test with its output when it fails."""
+    result = subprocess.run(
+        [str(reference_venv() / "bin" / script), *args], env=lerobot_env(workdir), capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{script} failed ({result.returncode}):\n{output[-6000:]}"
+    return output
+
+
+class Leader:
+    """Publishes a leader arm's /leader/joint_states at 30 Hz: the follower's measured pose, shoulder_pan moved."""
+
+    def __init__(self, node: Any, start_rad: np.ndarray) -> None:
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+
+        self.position = start_rad.copy()
+        self.position[0] += -OFFSET_RAD if start_rad[0] > 0 else OFFSET_RAD
+        self._node, self._msg_type = node, JointState
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+        self._publisher = node.create_publisher(JointState, "/leader/joint_states", qos)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        joints = [n.removesuffix(".pos") for n in NAMES]
+        while not self._stop.wait(1 / 30):
+            msg = self._msg_type()
+            msg.header.stamp = self._node.get_clock().now().to_msg()
+            msg.name, msg.position = joints, [float(x) for x in self.position]
+            self._publisher.publish(msg)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def follower(processes, ros_node, tmp_path) -> Iterator[tuple[Path, StampedHistory, np.ndarray]]:
+    """The fake-hardware follower running: (contract file, its joint states, its start pose in rad)."""
+    from sensor_msgs.msg import JointState
+
+    launch_fake_follower(processes, tmp_path)
+    contract = arm_contract(tmp_path)
+    states = StampedHistory(ros_node, JointState, "/follower/joint_states")
+    deadline = time.monotonic() + 120
+    while not states.stamps():
+        assert time.monotonic() < deadline, "the fake follower published no joint state within 120 s"
+        time.sleep(0.1)
+    yield contract, states, np.array(states.newest_at_or_before(2**62).position)
+
+
+def robot_args(contract: Path) -> list[str]:
+    return ["--robot.type=ros", f"--robot.contract={contract}", "--robot.connect_timeout_s=60"]
+
+
+def teleop_args(contract: Path) -> list[str]:
+    return ["--teleop.type=ros", f"--teleop.contract={contract}", "--teleop.topic=/leader/joint_states",
+            "--teleop.connect_timeout_s=60"]  # fmt: skip
+
+
+def shoulder_pan_deg(states: StampedHistory) -> float:
+    return float(np.degrees(states.newest_at_or_before(2**62).position[0]))
+
+
+def test_record_then_replay(follower, ros_node, tmp_path) -> None:
+    from sensor_msgs.msg import JointState
+
+    contract, _states, start = follower
+    leader = Leader(ros_node, start)
+    root = tmp_path / "dataset"
+    try:
+        run_lerobot("lerobot-record", [*robot_args(contract), *teleop_args(contract),
+            "--dataset.repo_id=local/ros_record", f"--dataset.root={root}", "--dataset.single_task=reach",
+            "--dataset.num_episodes=1", "--dataset.episode_time_s=4", "--dataset.reset_time_s=0",
+            "--dataset.video=false", "--dataset.push_to_hub=false", "--display_data=false", "--play_sounds=false"],
+            tmp_path)  # fmt: skip
+    finally:
+        leader.stop()
+    summary = tmp_path / "summary.json"
+    run_lerobot("python", ["-c", f"""
+import json
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+ds = LeRobotDataset("local/ros_record", root={str(root)!r})
+frames = [ds[i] for i in range(len(ds))]
+json.dump({{"frames": len(ds), "fps": ds.fps, "features": {{k: v.get("names") for k, v in ds.features.items()}},
+    "state": [f["observation.state"].tolist() for f in frames], "action": [f["action"].tolist() for f in frames]}},
+    open({str(summary)!r}, "w"))
+"""], tmp_path)  # fmt: skip
+    data = json.loads(summary.read_text())
+    assert data["fps"] == 30 and data["frames"] >= 30, data["frames"]  # ~4 s at 30 Hz on a loaded machine
+    assert data["features"]["observation.state"] == NAMES and data["features"]["action"] == NAMES
+    units = load_contract(contract).features["action"].joint_units()
+    leader_deg = np.asarray(units.apply(leader.position[None, :]))[0]
+    np.testing.assert_allclose(data["action"][-1], leader_deg, atol=1e-3)  # the leader's pose in LeRobot's units
+    # The follower followed the leader during the episode.
+    assert abs(data["state"][-1][0] - leader_deg[0]) < 2.0, (data["state"][-1][0], leader_deg[0])
+
+    # lerobot-replay sends the episode's actions to the follower's command topic.
+    commands = StampedHistory(ros_node, JointState, "/follower/joint_commands")
+    run_lerobot("lerobot-replay", [*robot_args(contract), "--dataset.repo_id=local/ros_record",
+        f"--dataset.root={root}", "--dataset.episode=0", "--play_sounds=false"], tmp_path)  # fmt: skip
+    time.sleep(0.5)
+    sent = [m for _, m in commands.messages]
+    assert len(sent) >= len(data["action"]) * 0.9, (len(sent), len(data["action"]))
+    replayed = np.asarray(units.apply(np.array([m.position for m in sent])))
+    np.testing.assert_allclose(replayed[0], data["action"][0], atol=1e-3)
+    np.testing.assert_allclose(replayed[-1], data["action"][-1], atol=1e-3)
+
+
+def test_teleoperate_moves_the_follower(follower, ros_node, tmp_path) -> None:
+    contract, states, start = follower
+    leader = Leader(ros_node, start)
+    try:
+        run_lerobot("lerobot-teleoperate", [*robot_args(contract), *teleop_args(contract), "--fps=30",
+            "--teleop_time_s=4", "--display_data=false"], tmp_path)  # fmt: skip
+    finally:
+        leader.stop()
+    assert abs(shoulder_pan_deg(states) - np.degrees(leader.position[0])) < 2.0, (
+        f"follower at {shoulder_pan_deg(states):.1f} deg, leader at {np.degrees(leader.position[0]):.1f} deg"
+    )
+
+
+def test_missing_topic_is_one_line_for_lerobot_users(ros_domain, tmp_path) -> None:
+    """No leader running: lerobot-teleoperate ends with one line naming the silent topic (after LeRobot's traceback)."""
+    contract = arm_contract(tmp_path)
+    result = subprocess.run(
+        [str(reference_venv() / "bin" / "lerobot-teleoperate"), "--robot.type=ros", f"--robot.contract={contract}",
+         "--robot.connect_timeout_s=2", *teleop_args(contract)[:-1], "--teleop.connect_timeout_s=2",
+         "--teleop_time_s=1"],
+        env=lerobot_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    last = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert last.startswith("lerobot_robot_ros.link.RosLinkError: no aligned frame within 2 s: no message on "
+                           "/leader/joint_states (action)"), last  # fmt: skip
