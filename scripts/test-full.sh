@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `make test-full`: what `make test` skips, set up and run. Sets up the LeRobot reference environment (with the
-# ACT training extras) and headless Chromium, installs the real launch_ros oracle from ../shared (beside the
-# repository), then runs scripts/test.sh with every opt-in group on (the variables of the Makefile's test-*
-# targets). Tests that still skip say why in the run's closing summary (not root, ../shared absent, ...).
+# ACT training extras and the LeRobot plugins) and headless Chromium, installs the real launch_ros oracle from
+# ../shared (beside the repository), then runs scripts/test.sh with every opt-in group on (the variables of the
+# Makefile's test-* targets). Tests that still skip say why in the run's closing summary (not root, ../shared absent, ...).
 # Extra arguments go to pytest.
 set -Eeuo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$ROOT/scripts/setup.sh" --with-lerobot-reference --with-browser
+bash "$ROOT/scripts/setup.sh" --with-lerobot-reference --with-browser --with-lerobot-plugins
 echo "==> real launch_ros oracle (../shared/oracles/ros2-launch)"
 if [[ -f "$ROOT/../shared/oracles/ros2-launch/install.sh" ]]; then
   (cd "$ROOT/tests/lerobot_ros/launch" &&

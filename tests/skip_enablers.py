@@ -22,6 +22,7 @@ _BY_MARKER = {
 }
 _BY_REASON = [
     (re.compile(r"LEROBOT_ROS_PARALLEL_EVAL"), _BY_MARKER["parallel_eval"]),
+    (re.compile(r"--with-lerobot-plugins"), "scripts/setup.sh --with-lerobot-plugins"),
     (re.compile(r"lerobot-ref|lerobot-reference|LeRobot reference"), _SETUP_REFERENCE),
     (re.compile(r"chromium", re.IGNORECASE), _BY_MARKER["browser"]),
     (
