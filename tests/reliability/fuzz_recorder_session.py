@@ -235,6 +235,8 @@ class RecorderDeadSensors:
             keys = {"/j": "observation.state", "/c": "observation.images.cam"}
             named = [t for t in TOPICS if message.startswith(f"{t} (") or f"first message on {keys[t]}" in message]
             restamped = any(f[0] == "restamped" for faults in plan.values() for f in faults)
+            if restamped and "episodes in a row had no frames" in message:
+                raise SessionEnded(f"{message} ({session.num_saved} saved)")
             if not named or not (restamped or any(f[0] in ("stop", "gone", "restart") for f in plan[named[0]])):
                 raise DataLost(f"the session stopped naming a topic that never went silent: {message}; {described}")
             raise SessionEnded(f"{message} ({session.num_saved} saved)")

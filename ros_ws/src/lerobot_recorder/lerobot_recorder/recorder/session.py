@@ -48,6 +48,11 @@ from lerobot_recorder.recorder.workflow import Action, Command, EpisodeWorkflow,
 
 WAITING_FOR_CLOCK = "waiting for /clock (use_sim_time is true and no clock message came yet)"
 WARN_EVERY_S = 2.0
+# Episodes in a row that ran their time and had no frames to save before a session stops in the error state: each
+# one is recorded again, and whatever keeps every sample out of them (stamps on a clock the recorder does not
+# follow) would otherwise keep the session recording empty episodes for ever. (An episode a silent topic ended
+# does not count: that wait has its own bound, topic_wait_s.)
+EMPTY_EPISODES_LIMIT = 3
 STATUS_EVERY_S = 0.5
 
 Step = Callable[[EpisodeWorkflow, float], list[Command]]
@@ -186,6 +191,8 @@ class RecordingSession:
         self._last_sample_ns: dict[str, int] = {}
         self._watch_from_ns: int | None = None
         self.silent: set[str] = set()  # the contract topics silent at the last tick
+        self._empty_in_a_row = 0
+        self._ended_by_silence = False  # the episode being saved was ended early by a silent topic
 
     @property
     def root(self) -> Path:
@@ -491,6 +498,7 @@ class RecordingSession:
         text = workflow.waiting_for
         if text and workflow.state is State.RECORDING and sampler.active:
             index = self.episode_index
+            self._ended_by_silence = True
             self.control(lambda wf, now: wf.next(now) if wf.state is State.RECORDING else [])
             # The save was just handed to the dataset thread with the episode's frames (its counts): an episode
             # the topic stopped before its first frame has nothing to save, and its save fails saying so.
@@ -564,6 +572,7 @@ class RecordingSession:
         assert sampler is not None and sink is not None
         if command.action is Action.START:
             self._episode_start_ns = now_ns
+            self._ended_by_silence = False
             self._last_problem = ""  # the sink's counters start afresh with the episode
             start = sampler.start(now_ns)
             sink.start_episode(command.task)
@@ -617,6 +626,7 @@ class RecordingSession:
     def _on_sink_event(self, event: SinkEvent) -> None:
         """Runs in the sink thread."""
         if event.kind == "saved":
+            self._empty_in_a_row = 0
             self.num_saved = event.episode_index + 1
             self.episode_index = event.episode_index + 1
             counts = {**self.last_episode, "frames": event.frames}
@@ -630,13 +640,25 @@ class RecordingSession:
         elif event.kind == "failed":
             self._log.error(event.message)
             self._finish_outcome(False, self.episode_index, self.last_episode, event.message)
+            if not event.empty:
+                self._empty_in_a_row = 0
+            elif not self._ended_by_silence:
+                self._empty_in_a_row += 1
+            message, fatal = event.message, event.fatal
+            if self._empty_in_a_row >= EMPTY_EPISODES_LIMIT:
+                rejection = self.sampler.last_rejection if self.sampler is not None else ""
+                message = (
+                    f"{self._empty_in_a_row} episodes in a row had no frames (last stamp problem: "
+                    f"{rejection or 'none'}); recording stopped, the saved episodes are intact"
+                )
+                fatal = True
 
             def on_failure(wf: EpisodeWorkflow, now: float) -> list[Command]:
                 if wf.state is State.SAVING:
-                    return wf.save_failed(event.message, now, fatal=event.fatal)
-                if event.fatal:
-                    return wf.fail(event.message, now)
-                return wf.discard(event.message, now)
+                    return wf.save_failed(message, now, fatal=fatal)
+                if fatal:
+                    return wf.fail(message, now)
+                return wf.discard(message, now)
 
             self.control(on_failure)
 

@@ -27,13 +27,15 @@ from lerobot_recorder.dataset import DatasetError, DatasetWriter, EncoderError
 
 @dataclass(frozen=True)
 class SinkEvent:
-    """What the sink thread did: `started`, `saved`, `discarded` or `failed` (with `fatal` for disk full)."""
+    """What the sink thread did: `started`, `saved`, `discarded` or `failed` (with `fatal` for disk full, `empty`
+    for an episode that had no frames to save)."""
 
     kind: str
     episode_index: int = -1
     frames: int = 0
     message: str = ""
     fatal: bool = False
+    empty: bool = False
 
 
 @dataclass
@@ -209,7 +211,11 @@ class EpisodeSink:
         if frames == 0:
             self.writer.discard_episode()
             self.on_event(
-                SinkEvent("failed", message="the episode has no frames (no frame passed the staleness/sync checks)")
+                SinkEvent(
+                    "failed",
+                    message="the episode has no frames (no frame passed the staleness/sync checks)",
+                    empty=True,
+                )
             )
             return
         try:
