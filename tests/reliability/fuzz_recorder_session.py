@@ -224,8 +224,12 @@ class RecorderDeadSensors:
         finally:
             status = session.status()
             session.release()
-        self.last_extra = {"episodes_saved": session.num_saved, "sessions_ended_in_error": int(session.exit_code == 1),
-                           "silent_topic_reports": len(named_silent)}  # fmt: skip
+        self.last_extra = {
+            "episodes_saved": session.num_saved,
+            "sessions_ended_in_error": int(session.exit_code == 1),
+            "topics_reported_silent": len(named_silent),
+            "ended_after_empty_episodes": 0,
+        }
         self.judge(root, log, session.num_saved, published, starts, described)
         self.check_counts(log, plan, starts, described)
         if session.exit_code == 1:
@@ -236,6 +240,7 @@ class RecorderDeadSensors:
             named = [t for t in TOPICS if message.startswith(f"{t} (") or f"first message on {keys[t]}" in message]
             restamped = any(f[0] == "restamped" for faults in plan.values() for f in faults)
             if restamped and "episodes in a row had no frames" in message:
+                self.last_extra["ended_after_empty_episodes"] = 1
                 raise SessionEnded(f"{message} ({session.num_saved} saved)")
             if not named or not (restamped or any(f[0] in ("stop", "gone", "restart") for f in plan[named[0]])):
                 raise DataLost(f"the session stopped naming a topic that never went silent: {message}; {described}")
