@@ -219,6 +219,8 @@ def run_target(
             index = pending.pop(0)
             counts.add("crash", Finding(name, "crash", seed, index, "", f"worker died, exit code {proc.exitcode}"))
         finally:
+            if not pending:
+                proc.join(30)  # the last worker removes its temporary directory on its way out
             if proc.is_alive():
                 proc.kill()
             proc.join(10)
