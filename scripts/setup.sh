@@ -167,7 +167,7 @@ fi
 step "LeRobot plugins (editable)"
 # lerobot_plugins/*: LeRobot's robot/teleoperator devices for ROS robots. In this venv (no LeRobot) their ROS side
 # is tested; --with-lerobot-plugins installs them into LeRobot's own environment for its scripts.
-PLUGINS=(lerobot_plugins/lerobot_robot_ros lerobot_plugins/lerobot_teleoperator_ros)
+PLUGINS=(lerobot_plugins/lerobot_robot_ros lerobot_plugins/lerobot_teleoperator_ros lerobot_plugins/lerobot_camera_ros)
 plugins_hash=$(inputs_hash "${PLUGINS[@]/%//pyproject.toml}")
 if ! is_current plugins "$plugins_hash" || ! "$PY" -c 'import lerobot_robot_ros' 2>/dev/null; then
   plugin_editable=()
@@ -259,9 +259,10 @@ if [[ $WITH_REFERENCE == 1 ]]; then
     step "LeRobot plugins in LeRobot's environment ($REF_VENV)"
     plugin_pkgs=(ros_ws/src/lerobot_contract ros_ws/src/lerobot_ros ros_ws/src/lerobot_policy_node training "${PLUGINS[@]}")
     ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt "${PLUGINS[@]/%//pyproject.toml}")
-    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, cv2, rerun'
+    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun'
     if [[ ! -f "$REF_VENV/.plugins-stamp" || "$(cat "$REF_VENV/.plugins-stamp")" != "$ref_plugins_hash" ]] \
-        || ! env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH "$REF_PY" -c "$ref_check" 2>/dev/null; then
+        || ! env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" \
+          -c "$ref_check" 2>/dev/null; then
       sed '/^# Interface generation/,$d' "$ROOT/requirements/ros.txt" > "$REF_VENV/ros-runtime.txt"
       "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" -r "$REF_VENV/ros-runtime.txt" \
         2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
@@ -275,8 +276,9 @@ if [[ $WITH_REFERENCE == 1 ]]; then
 from lerobot.utils.import_utils import register_third_party_plugins
 from lerobot.robots.config import RobotConfig
 from lerobot.teleoperators.config import TeleoperatorConfig
+from lerobot.cameras.configs import CameraConfig
 register_third_party_plugins()
-assert 'ros' in RobotConfig.get_known_choices() and 'ros' in TeleoperatorConfig.get_known_choices()" \
+assert all('ros' in c.get_known_choices() for c in (RobotConfig, TeleoperatorConfig, CameraConfig))" \
         || fail "the LeRobot plugins do not load in $REF_VENV; delete $REF_VENV/.plugins-stamp and re-run"
       echo "$ref_plugins_hash" > "$REF_VENV/.plugins-stamp"
     else

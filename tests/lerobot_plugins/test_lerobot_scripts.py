@@ -148,10 +148,11 @@ json.dump({{"frames": len(ds), "fps": ds.fps, "features": {{k: v.get("names") fo
         f"--dataset.root={root}", "--dataset.episode=0", "--play_sounds=false"], tmp_path)  # fmt: skip
     time.sleep(0.5)
     sent = [m for _, m in commands.messages]
-    assert len(sent) >= len(data["action"]) * 0.9, (len(sent), len(data["action"]))
+    # The probe joins the replay's discovery like any subscriber and may miss the first commands; what it received
+    # is the end of the episode's actions, in order, in ROS units.
+    assert len(sent) >= len(data["action"]) // 2, (len(sent), len(data["action"]))
     replayed = np.asarray(units.apply(np.array([m.position for m in sent])))
-    np.testing.assert_allclose(replayed[0], data["action"][0], atol=1e-3)
-    np.testing.assert_allclose(replayed[-1], data["action"][-1], atol=1e-3)
+    np.testing.assert_allclose(replayed, np.array(data["action"])[-len(sent) :], atol=1e-3)
 
 
 def test_teleoperate_moves_the_follower(follower, ros_node, tmp_path) -> None:
@@ -180,3 +181,29 @@ def test_missing_topic_is_one_line_for_lerobot_users(ros_domain, tmp_path) -> No
     last = (result.stdout + result.stderr).strip().splitlines()[-1]
     assert last.startswith("lerobot_robot_ros.link.RosLinkError: no aligned frame within 2 s: no message on "
                            "/leader/joint_states (action)"), last  # fmt: skip
+
+
+def test_lerobot_makes_and_reads_a_ros_camera(ros_node, tmp_path) -> None:
+    """LeRobot's own camera factory makes camera type `ros` (as a robot's `--robot.cameras` does); it reads the
+    newest image, and async_read a newer frame."""
+    from test_camera_core import TOPIC, ImageStream
+
+    stream = ImageStream(ros_node)
+    try:
+        output = run_lerobot("python", ["-c", f"""
+from lerobot.utils.import_utils import register_third_party_plugins
+register_third_party_plugins()
+from lerobot.cameras.configs import CameraConfig
+from lerobot.cameras.utils import make_cameras_from_configs
+config = CameraConfig.get_choice_class("ros")(topic={TOPIC!r}, width=32, height=24, fps=30, connect_timeout_s=60)
+camera = make_cameras_from_configs({{"front": config}})["front"]
+camera.connect()
+first = camera.read()
+first_ns = camera.camera._last_ns
+second = camera.async_read(timeout_ms=2000)
+camera.disconnect()
+print("CAMERA", type(camera).__name__, first.shape, first.dtype, second.shape, camera.camera._last_ns > first_ns)
+"""], tmp_path)  # fmt: skip
+    finally:
+        stream.stop()
+    assert "CAMERA RosCamera (24, 32, 3) uint8 (24, 32, 3) True" in output, output[-3000:]
