@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from lerobot_eval.failure_causes import DiagnosticsLog, classify, diagnostics_source, episode_signals
 from lerobot_ros.command import CommandError
 
 ROBOT_CONFIG = "config/robots/so101_sim.yaml"
@@ -99,6 +100,10 @@ class _Robot:
     initial_env: list[float] | None = None
     poses: deque[tuple[float, list[float]]] = field(default_factory=lambda: deque(maxlen=300))
     executor: dict[str, float] = field(default_factory=dict)
+    steps_before_control: int = 0
+    latencies: list[float] = field(default_factory=list)
+    horizon: int = 0
+    diagnostics: Any = None  # failure_causes.DiagnosticsLog of this robot's executor, sim and the policy node
 
 
 class _Processes:
@@ -229,12 +234,19 @@ def run_ros_episodes(
             def on_status(msg: Any) -> None:
                 policy_status.update(state=msg.state, message=msg.message, chunks=int(msg.chunks_published))
 
+            for robot in state:
+                robot.diagnostics = DiagnosticsLog()
+
             def on_diagnostics(msg: Any) -> None:
+                now = time.monotonic()
                 for status in msg.status:
                     values = {kv.key: kv.value for kv in status.values}
                     if status.name.endswith(": policy") and "batch_sizes" in values:
                         policy_diag.update(values)
                     for robot in state:
+                        source = diagnostics_source(status.name, f"{robot.namespace}/")
+                        if source is not None:
+                            robot.diagnostics.add(source, now, values)
                         if status.name.startswith(f"{robot.namespace}/action_executor"):
                             robot.executor = {k: float(v) for k, v in values.items() if _is_number(v)}
 
@@ -281,6 +293,7 @@ def run_ros_episodes(
                                                f"{response.message}", exit_code=1)  # fmt: skip
                         robot.start_stamp = response.stamp.sec + response.stamp.nanosec * 1e-9
                         robot.initial_env, robot.reward, robot.steps = None, 0.0, 0
+                        robot.steps_before_control = 0
                         robot.phase = "waiting_chunk"
                     if robot.phase == "waiting_chunk" and robot.initial_env is None:
                         # The episode's first poses: the reset's snapshot, stamped with the reset's stamp.
@@ -295,6 +308,7 @@ def run_ros_episodes(
                     elif robot.phase == "enabling" and robot.future.done():
                         robot.episode_chunks = sum(s >= robot.start_stamp for s in robot.chunk_stamps)
                         robot.started, robot.phase = time.monotonic(), "running"
+                        robot.latencies = []
                         robot.deadline = time.monotonic() + episode_s * 5 + 60.0
                     elif robot.phase == "running" and robot.ends:
                         chunks = sum(s >= robot.start_stamp for s in robot.chunk_stamps)
@@ -303,7 +317,10 @@ def run_ros_episodes(
                             "end": robot.ends[0], "return": robot.reward, "steps": robot.steps, "chunks": chunks,
                             "robot": robot.namespace, "initial_environment_state": robot.initial_env,
                             "duration_s": round(time.monotonic() - robot.started, 3),
+                            "window": (robot.started, time.monotonic(), robot.steps_before_control,
+                                       list(robot.latencies), robot.horizon, robot.namespace),
                         }  # fmt: skip
+                        robot.enable.call_async(SetBool.Request(data=False))  # its counters stop with the episode
                         robot.chunk_stamps = [s for s in robot.chunk_stamps if s >= robot.start_stamp][-4:]
                         progress(f"episode {robot.index} (seed {robot.seed}) on {robot.namespace}: "
                                  f"{'success' if episodes[robot.index]['success'] else 'failure'} ({robot.ends[0]}), "
@@ -316,6 +333,9 @@ def run_ros_episodes(
             while time.monotonic() < settle:
                 spinner.spin_once(timeout_sec=0.05)
             executors = [robot.executor for robot in state]
+            logs = {robot.namespace: robot.diagnostics for robot in state}
+            for row in episodes.values():
+                _diagnose(row, logs, fps)
         finally:
             spinner.shutdown()
             node.destroy_node()
@@ -355,6 +375,8 @@ def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state:
     def on_state(msg: Any) -> None:
         if robot.phase == "running" and not robot.ends:
             robot.steps += 1
+        elif robot.phase in ("waiting_chunk", "enabling") and not robot.ends:
+            robot.steps_before_control += 1  # the episode's time limit counts these too
 
     def on_poses(msg: Any) -> None:
         # Kept whatever the phase: the reset's own snapshot is published before its service answer arrives.
@@ -364,13 +386,28 @@ def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state:
         )
 
     def on_chunk(msg: Any) -> None:
-        robot.chunk_stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        robot.chunk_stamps.append(stamp)
+        if robot.phase == "running":
+            robot.latencies.append(time.time() - stamp)
+            robot.horizon = int(msg.horizon)
 
     node.create_subscription(string, f"{robot.namespace}/sim/episode_end", on_end, latched)
     node.create_subscription(float64, f"{robot.namespace}/sim/reward", on_reward, deep)
     node.create_subscription(joint_state, f"{robot.namespace}/joint_states", on_state, deep)
     node.create_subscription(pose_array, f"{robot.namespace}/sim/object_poses", on_poses, deep)
     node.create_subscription(action_chunk, f"{robot.namespace}/policy/action_chunk", on_chunk, reliable)
+
+
+def _diagnose(row: dict[str, Any], logs: dict[str, Any], fps: float) -> None:
+    """The episode's failure cause and signals (lerobot_eval.failure_causes) in place of its receive window."""
+    start, end, before, latencies, horizon, namespace = row.pop("window")
+    signals = episode_signals(
+        logs[namespace], start_s=start, end_s=end, fps=fps, steps=int(row["steps"]) + before,
+        steps_before_control=before, horizon=horizon, latencies_s=latencies,
+    )  # fmt: skip
+    diagnosis = classify(bool(row["success"]), signals)
+    row.update(cause=diagnosis.cause, causes=list(diagnosis.causes), why=diagnosis.text, signals=signals.as_dict())
 
 
 def _check_enable(robot: _Robot, response: Any, log_dir: Path) -> None:

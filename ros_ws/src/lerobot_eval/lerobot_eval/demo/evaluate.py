@@ -119,8 +119,8 @@ class Supervisor:
     def _on_outcome(self, msg: Any) -> None:
         episode, step = int(msg.episode_index), int(msg.step_index)
         self.steps[episode] = max(step, self.steps.get(episode, 0))
-        if msg.episode_end:
-            self.end_steps[episode] = step
+        if msg.episode_end:  # every later step of an ended episode says so too: its first is the end
+            self.end_steps.setdefault(episode, step)
 
     def _on_chunk(self, msg: Any) -> None:
         stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
@@ -338,8 +338,9 @@ def _run_ros_episodes(
     mode = _through_ros_mode(envs)
     for row in result["episodes"]:
         index = first + int(row["index"])
+        why = {k: row[k] for k in ("cause", "causes", "why", "signals") if k in row}
         episode = _eval_row(index, int(row["seed"]), bool(row["success"]), str(row["end"]), float(row["duration_s"]),
-                            int(row["chunks"]), checkpoint, mode=mode, robot=row["robot"])  # fmt: skip
+                            int(row["chunks"]), checkpoint, mode=mode, robot=row["robot"], **why)  # fmt: skip
         append_jsonl(layout.eval_log, [episode])
     append_jsonl(layout.eval / "executor.jsonl", [{k: v for k, v in e.items() if k in EXECUTOR_KEYS}
                                                   for e in result["executors"] if e])  # fmt: skip
@@ -415,6 +416,7 @@ def _episode(
     first_chunk = len(supervisor.chunks)
     supervisor.set_enabled(True, stack)
     started = time.monotonic()
+    max_steps = round(settings.eval_max_s * 30.0)
     steps_before_control = supervisor.steps.get(sim_episode, 0)
     # The episode's limit is the sim's own steps: wait as long as the sim steps, however slowly.
     watch = ProgressWatch(STALL_S)
@@ -455,7 +457,7 @@ def _episode(
     )
     signals = episode_signals(
         supervisor.diagnostics, start_s=started, end_s=ended_at, fps=30.0,
-        steps=supervisor.end_steps.get(sim_episode, supervisor.steps.get(sim_episode, 0)),
+        steps=min(supervisor.end_steps.get(sim_episode, supervisor.steps.get(sim_episode, 0)), max_steps),
         steps_before_control=steps_before_control, horizon=max((c["horizon"] for c in chunks), default=0),
         latencies_s=[c["latency_s"] for c in chunks],
     )  # fmt: skip
