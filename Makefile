@@ -1,5 +1,6 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
-.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full
+.PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full \
+	test-plugins
 
 setup:
 	bash scripts/setup.sh
@@ -34,6 +35,12 @@ reliability:
 # (~1 min); needs Debian's chromium (scripts/setup.sh --with-browser). LEROBOT_ROS_UPDATE_DOCS=1 refreshes docs/.
 test-browser:
 	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view tests/docs -m browser -q $(ARGS)
+
+# LeRobot's own lerobot-record/-teleoperate/-replay on the fake-hardware SO-101 through lerobot_plugins/ (sets up
+# LeRobot's environment with the plugins first: ROS wheels on the first run, then seconds).
+test-plugins:
+	bash scripts/setup.sh --with-lerobot-plugins
+	.venv/bin/python -m pytest tests/lerobot_plugins -q $(ARGS)
 
 # The packages installed non-editable into a scratch venv (~40 s): contracts, robot configs and launch files come
 # from the installed share/, not from this checkout.
