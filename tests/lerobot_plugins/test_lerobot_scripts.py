@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from plugin_stack import StampedHistory, arm_contract, launch_fake_follower
+from plugin_stack import REPO, StampedHistory, arm_contract, launch_fake_follower
 
 from lerobot_contract import load_contract
 from lerobot_ros.testing import reference_env, reference_venv
@@ -207,3 +207,35 @@ print("CAMERA", type(camera).__name__, first.shape, first.dtype, second.shape, c
     finally:
         stream.stop()
     assert "CAMERA RosCamera (24, 32, 3) uint8 (24, 32, 3) True" in output, output[-3000:]
+
+
+@pytest.mark.slow
+def test_record_the_sim_with_its_camera(processes, sim_env, ros_node, tmp_path) -> None:
+    """lerobot-record with the so101_sim preset: the front camera and the block/goal positions reach LeRobot's
+    dataset (an h264 video; LeRobot 0.4.4 leaves cameras out of a dataset recorded with --dataset.video=false),
+    which LeRobot loads."""
+    from lerobot_ros.testing import venv_script
+
+    processes.start([venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "sim_logs"),
+                     str(REPO / "launch/sim.launch.yaml")], env=sim_env, name="sim")  # fmt: skip
+    leader = Leader(ros_node, np.zeros(6))
+    root = tmp_path / "dataset"
+    try:
+        run_lerobot("lerobot-record", ["--robot.type=ros", "--robot.contract=so101_sim",
+            "--robot.connect_timeout_s=180", "--robot.observation_timeout_s=5", "--teleop.type=ros",
+            "--teleop.contract=so101_sim", "--teleop.connect_timeout_s=60", "--dataset.repo_id=local/ros_sim",
+            f"--dataset.root={root}", "--dataset.single_task=reach", "--dataset.num_episodes=1",
+            "--dataset.episode_time_s=3", "--dataset.reset_time_s=0", "--dataset.vcodec=h264",
+            "--dataset.push_to_hub=false", "--display_data=false", "--play_sounds=false"], tmp_path)  # fmt: skip
+    finally:
+        leader.stop()
+    output = run_lerobot("python", ["-c", f"""
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+ds = LeRobotDataset("local/ros_sim", root={str(root)!r})
+item = ds[len(ds) - 1]
+print("SIM", len(ds), tuple(item["observation.images.front"].shape), ds.features["observation.state"]["names"])
+"""], tmp_path)  # fmt: skip
+    line = next(s for s in output.splitlines() if s.startswith("SIM "))
+    frames = int(line.split()[1])
+    assert frames >= 20 and "(3, 240, 320)" in line, line
+    assert "'block.x', 'block.y', 'block.z', 'goal.x', 'goal.y', 'goal.z'" in line, line
