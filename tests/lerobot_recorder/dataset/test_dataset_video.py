@@ -271,3 +271,23 @@ def stats_of_rows(rows: np.ndarray) -> float:
     indices = sample_indices(len(rows))
     summed = rows[indices].astype(np.float64).sum(axis=0)
     return float(camera_stats_from_histograms(summed, len(indices))["mean"][0, 0, 0])
+
+
+def test_a_long_episode_is_written_in_bounded_row_groups(tmp_path: Path) -> None:
+    """The parquet writer's memory grows with a row group's rows: an episode's rows go in groups of at most
+    ROW_GROUP_ROWS (one 9000-row group took 27 MB at the commit of a 300 s episode), also when appended."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lerobot_recorder.dataset.writer import ROW_GROUP_ROWS, _write_parquet_appended
+
+    rows = 2 * ROW_GROUP_ROWS + 5
+    table = pa.table({"index": pa.array(np.arange(rows)), "x": pa.array(np.ones(rows, dtype=np.float32))})
+    first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    _write_parquet_appended(None, table, first)
+    _write_parquet_appended(first, table, second)
+    for path, total in ((first, rows), (second, 2 * rows)):
+        meta = pq.ParquetFile(path).metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert sum(sizes) == total and max(sizes) <= ROW_GROUP_ROWS, sizes
+    assert pq.read_table(second).column("index").to_pylist() == [*range(rows), *range(rows)]

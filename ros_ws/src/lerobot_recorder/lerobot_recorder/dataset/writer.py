@@ -609,10 +609,15 @@ def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
     return {"compression": "snappy", "use_dictionary": plain, "write_statistics": plain}
 
 
+# Rows per parquet row group of an episode: the writer's memory grows with a row group's rows (~1.5 kB each;
+# a 9000-frame episode in one group took 27 MB at its commit, against 15 MB for any episode in groups of 1024).
+ROW_GROUP_ROWS = 1024
+
+
 def _write_parquet_appended(existing: Path | None, table: pa.Table, out: Path) -> None:
-    """Write `existing`'s row groups (if any) followed by `table` (one row group) to `out`."""
+    """Write `existing`'s row groups (if any) followed by `table` (row groups of ROW_GROUP_ROWS rows) to `out`."""
     if existing is None:
-        pq.write_table(table, out, **_parquet_options(table.schema))
+        pq.write_table(table, out, row_group_size=ROW_GROUP_ROWS, **_parquet_options(table.schema))
         return
     source = pq.ParquetFile(existing)
     schema = source.schema_arrow
@@ -623,7 +628,7 @@ def _write_parquet_appended(existing: Path | None, table: pa.Table, out: Path) -
     with pq.ParquetWriter(out, schema, **_parquet_options(schema)) as writer:
         for i in range(source.num_row_groups):
             writer.write_table(source.read_row_group(i))
-        writer.write_table(new)
+        writer.write_table(new, row_group_size=ROW_GROUP_ROWS)
 
 
 def schema_differences(actual: dict[str, FeatureSpec], expected: dict[str, FeatureSpec]) -> list[str]:
