@@ -334,8 +334,8 @@ def main() -> int:
         if "av1-memory" in args.parts:
             results["av1_memory_vs_episode_length"] = _av1_memory(args, me, work)
             rows.append(_av1_headline(results["av1_memory_vs_episode_length"]))
-        names = {row["figure"] for row in rows}
-        results["headline"] = [r for r in results.get("headline", []) if r["figure"] not in names] + rows
+        kinds = {row["figure"].split(",")[0] for row in rows}  # a part's rows replace its earlier rows
+        results["headline"] = [r for r in results.get("headline", []) if r["figure"].split(",")[0] not in kinds] + rows
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = RESULTS / "bag2dataset.json"
         out.write_text(json.dumps(results, indent=2))
