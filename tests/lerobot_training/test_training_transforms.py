@@ -114,6 +114,6 @@ def test_bad_tables_name_the_transform_and_the_problem(table: dict[str, Any], me
 
 
 def test_every_type_is_listed_in_the_readme() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "training" / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "packages" / "training.md").read_text()
     for kind in TRANSFORM_TYPES:
         assert f"`{kind}`" in readme, kind

@@ -73,8 +73,17 @@ def code_blocks(markdown: str) -> list[CodeBlock]:
     return blocks
 
 
+def _open_quote(text: str) -> bool:
+    """Whether `text` ends inside a quoted string (the shell reads on into the next line)."""
+    try:
+        shlex.split(text, comments=True)
+    except ValueError:
+        return True
+    return False
+
+
 def _logical_lines(block: CodeBlock) -> Iterator[tuple[int, str]]:
-    """Lines with backslash continuations joined, each with the README line it starts on."""
+    """Lines with backslash continuations and quoted line breaks joined, each with the line it starts on."""
     pending: list[str] = []
     first = 0
     for offset, line in enumerate(block.text.splitlines()):
@@ -84,6 +93,8 @@ def _logical_lines(block: CodeBlock) -> Iterator[tuple[int, str]]:
             pending.append(line.rstrip()[:-1])
             continue
         pending.append(line)
+        if _open_quote(" ".join(pending)):
+            continue
         yield first, " ".join(pending)
         pending = []
     if pending:

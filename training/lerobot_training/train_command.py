@@ -62,7 +62,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "--image-transforms",
         metavar="JSON|@FILE",
         help='camera transforms as LeRobot configures them, e.g. \'{"max_num_transforms": 2, "tfs": {"b": {"type": '
-        '"ColorJitter", "kwargs": {"brightness": [0.7, 1.3]}}}}\' (training/README.md lists the types)',
+        '"ColorJitter", "kwargs": {"brightness": [0.7, 1.3]}}}}\' (docs/packages/training.md lists the types)',
     )
     parser.add_argument(
         "--relative-actions",
@@ -98,7 +98,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="data-parallel processes on this machine (torchrun; --batch-size is per process). For several "
-        "machines run `torchrun --nnodes ... -m lerobot_ros.cli train ...` on each (training/README.md)",
+        "machines run `torchrun --nnodes ... -m lerobot_ros.cli train ...` on each (docs/packages/training.md)",
     )
 
 

@@ -11,7 +11,10 @@ from lerobot_ros.node_kit.__main__ import main
 from lerobot_ros.node_kit.readme import render, sections, update
 
 REPO = Path(__file__).resolve().parents[3]
-READMES = sorted([*REPO.glob("ros_ws/src/*/README.md"), REPO / "sim_bridge" / "README.md"])
+# The package pages of the documentation site (and any README that still holds a table).
+READMES = sorted(
+    [*REPO.glob("docs/packages/*.md"), *REPO.glob("ros_ws/src/*/README.md"), REPO / "sim_bridge" / "README.md"]
+)
 TARGETS = [(path, s.target) for path in READMES for s in sections(path.read_text(encoding="utf-8"), str(path))]
 
 

@@ -1,8 +1,8 @@
 """`python -m lerobot_ros.node_kit`: parameter tables as Markdown, and the README sections that show them.
 
 python -m lerobot_ros.node_kit markdown lerobot_drivers.nodes.arm_driver:ArmDriverParameters
-python -m lerobot_ros.node_kit readme --check ros_ws/src/*/README.md sim_bridge/README.md
-python -m lerobot_ros.node_kit readme --write ros_ws/src/*/README.md sim_bridge/README.md
+python -m lerobot_ros.node_kit readme --check docs/packages/*.md
+python -m lerobot_ros.node_kit readme --write docs/packages/*.md
 """
 
 from __future__ import annotations
