@@ -31,3 +31,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in skip_summary(skipped):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"`{ENABLE_ALL}` sets up what they need and runs them all.")
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_scheduling_restored():
+    """Tests of the `realtime` option may give the calling thread SCHED_FIFO and an affinity: every test starts
+    with the scheduling the run started with, so one test's real-time policy neither leaks into the next test's
+    assertions nor leaves pytest's own thread running SCHED_FIFO."""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, params, cpus = os.sched_getscheduler(0), os.sched_getparam(0), os.sched_getaffinity(0)
+    yield
+    if os.sched_getscheduler(0) != policy or os.sched_getparam(0) != params:
+        os.sched_setscheduler(0, policy, params)
+    if os.sched_getaffinity(0) != cpus:
+        os.sched_setaffinity(0, cpus)
