@@ -26,6 +26,7 @@ from fuzz_harness import DataLost
 from fuzz_targets import rng_for
 
 from lerobot_contract.time import NS
+from lerobot_ros.testing import LogLines
 
 FPS = 10
 STEP_NS = NS // 25
@@ -64,22 +65,6 @@ def session_dir(workdir: Path) -> Path:
 
 
 Fault = tuple[str, int, int, int]  # kind, start ns, end ns, messages per step (restamped: seconds off + 10)
-
-
-class Log:
-    """The node's logger: keeps every line."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def info(self, message: str, /) -> None:
-        self.lines.append(("info", message))
-
-    def warning(self, message: str, /) -> None:
-        self.lines.append(("warning", message))
-
-    def error(self, message: str, /) -> None:
-        self.lines.append(("error", message))
 
 
 class SessionEnded(Exception):
@@ -184,7 +169,7 @@ class RecorderDeadSensors:
         if root.exists():
             shutil.rmtree(root)
         clock = {"now": START_NS}
-        log = Log()
+        log = LogLines()
         starts: dict[int, int] = {}  # episode index -> its start (a re-recorded episode: the last one)
 
         def marker(status: Any, start: int) -> None:
@@ -250,7 +235,7 @@ class RecorderDeadSensors:
         return described
 
     @staticmethod
-    def check_counts(log: Log, plan: dict[str, list[Fault]], starts: dict[int, int], described: str) -> None:
+    def check_counts(log: LogLines, plan: dict[str, list[Fault]], starts: dict[int, int], described: str) -> None:
         """An episode no fault came near holds all its frames with none dropped; no episode counts more frames
         (kept + dropped) than its time holds."""
         import re
@@ -296,7 +281,7 @@ class RecorderDeadSensors:
     def judge(
         self,
         root: Path,
-        log: Log,
+        log: LogLines,
         num_saved: int,
         published: dict[str, set[int]],
         starts: dict[int, int],

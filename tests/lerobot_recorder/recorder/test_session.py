@@ -26,6 +26,7 @@ from lerobot_recorder.recorder.session import (
 )
 from lerobot_recorder.recorder.status import Level, StatusSnapshot
 from lerobot_recorder.recorder.workflow import State, WorkflowConfig
+from lerobot_ros.testing import LogLines
 
 FPS = 10
 CONTRACT = Contract.from_dict(
@@ -85,29 +86,12 @@ def image_cdr(stamp_ns: int, value: int) -> bytes:
     return bytes(TYPESTORE.serialize_cdr(msg, "sensor_msgs/msg/Image"))
 
 
-class Log:
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def info(self, message: str, /) -> None:
-        self.lines.append(("info", message))
-
-    def warning(self, message: str, /) -> None:
-        self.lines.append(("warning", message))
-
-    def error(self, message: str, /) -> None:
-        self.lines.append(("error", message))
-
-    def text(self, level: str) -> str:
-        return "\n".join(m for lv, m in self.lines if lv == level)
-
-
 class Node:
     """What the recorder node gives the session: a clock it moves by hand, a log, and what it published."""
 
     def __init__(self, now_ns: int = 1_000 * NS) -> None:
         self.now = now_ns
-        self.log = Log()
+        self.log = LogLines()
         self.statuses: list[StatusSnapshot] = []
         self.markers: list[tuple[StatusSnapshot, int]] = []
         self.session: RecordingSession | None = None

@@ -159,6 +159,26 @@ def write_hub_cache(cache: Path, repo_id: str, folder: Path, commit: str, repo_t
     return snapshot
 
 
+class LogLines:
+    """A stand-in for a node's logger in tests of pure cores: keeps every (level, message) it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def info(self, message: str, /) -> None:
+        self.lines.append(("info", message))
+
+    def warning(self, message: str, /) -> None:
+        self.lines.append(("warning", message))
+
+    def error(self, message: str, /) -> None:
+        self.lines.append(("error", message))
+
+    def text(self, level: str) -> str:
+        """Every message of `level`, one a line."""
+        return "\n".join(m for lv, m in self.lines if lv == level)
+
+
 class ManagedProcess:
     """A child process in its own process group whose output is collected line by line."""
 
