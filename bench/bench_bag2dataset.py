@@ -1,11 +1,11 @@
 """Bag -> dataset conversion throughput for every encoder setting, against LeRobot's own writer, in one run.
 
-Synthetic bags (lerobot_recorder.bags.synthetic): 2 cameras 640x480 @ 30 fps (sensor_msgs/Image rgb8, with
+Synthetic bags (lerobot_bags.synthetic): 2 cameras 640x480 @ 30 fps (sensor_msgs/Image rgb8, with
 sensor noise so frames compress like a real camera's) and JointState @ 100 Hz (state and commands), header
 stamps with jitter, mcap. Default: 10 episodes x 30 s.
 
 * ours: `lerobot-ros bag2dataset`'s pipeline (`convert_bags`) with each encoder setting of
-  `lerobot_recorder.dataset.video.VIDEO_ENCODINGS` (--codecs) and each --jobs value;
+  `lerobot_dataset.video.VIDEO_ENCODINGS` (--codecs) and each --jobs value;
 * baseline: the straightforward path -- deserialize every message with rosbags (AnyReader), hold-resample at the
   dataset fps, then LeRobot 0.4.4's `LeRobotDataset.create/add_frame/save_episode/finalize` with lerobot-record's
   defaults (PNG image writer, 4 threads per camera, libsvtav1; --baseline-codecs adds LeRobot's h264). It runs in
@@ -55,8 +55,8 @@ import numpy as np
 from headline import figure
 from load import busy_loops
 
-from lerobot_recorder.bags.pipeline import DEFAULT_CODEC
-from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
+from lerobot_bags.pipeline import DEFAULT_CODEC
+from lerobot_dataset.video import VIDEO_ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -98,10 +98,10 @@ def _video_bytes(root: Path) -> int:
 
 def run_ours(bags: list[Path], out: Path, jobs: int, codec: str) -> dict[str, Any]:
     """Child mode: convert with the project's pipeline."""
+    from lerobot_bags.convert import ConvertOptions
+    from lerobot_bags.pipeline import convert_bags
+    from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
     from lerobot_contract import Contract
-    from lerobot_recorder.bags.convert import ConvertOptions
-    from lerobot_recorder.bags.pipeline import convert_bags
-    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
 
     spec = json.loads((bags[0].parent / "spec.json").read_text())
     contract: Contract = contract_for(SyntheticBagSpec(**spec), camera_dtype="video")
@@ -243,8 +243,8 @@ def quality(codec: str, work: Path, noise: float) -> dict[str, float]:
     """PSNR (dB, against the source) and KiB per frame of one camera's 90 synthetic frames through `codec`."""
     import av
 
-    from lerobot_recorder.bags.synthetic import camera_pixels
-    from lerobot_recorder.dataset.video import EpisodeVideoEncoder
+    from lerobot_bags.synthetic import camera_pixels
+    from lerobot_dataset.video import EpisodeVideoEncoder
 
     frames = [camera_pixels(i, 0, 480, 640, noise) for i in range(QUALITY_FRAMES)]
     path = work / f"quality-{codec}.mp4"
@@ -266,7 +266,7 @@ def quality(codec: str, work: Path, noise: float) -> dict[str, float]:
 def make_bags(
     work: Path, episodes: int, duration: float, tag: str, noise: float, compressed: bool = False
 ) -> list[Path]:
-    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_bag
+    from lerobot_bags.synthetic import SyntheticBagSpec, write_synthetic_bag
 
     folder = work / tag
     folder.mkdir(parents=True, exist_ok=True)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
-from lerobot_recorder.dataset.merge import merge_datasets
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset.merge import merge_datasets
+from lerobot_dataset.validate import validate
 
 HEIGHT, WIDTH = 480, 640
 NAMES = [f"joint{i}" for i in range(6)]

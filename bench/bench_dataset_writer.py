@@ -30,8 +30,8 @@ import cv2
 import numpy as np
 from headline import figure
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
-from lerobot_recorder.dataset.video import EpisodeVideoEncoder, VideoDecoder
+from lerobot_dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset.video import EpisodeVideoEncoder, VideoDecoder
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -177,8 +177,8 @@ def pyav_backend(work: Path, pool: list[np.ndarray], frames: int) -> dict[str, o
 def append_cost(work: Path) -> dict[str, object]:
     """What the atomic commit costs at LeRobot's file-size limits: rewriting the current mp4 (stream copy)
     and data parquet (row-group copy) with one more episode appended."""
-    from lerobot_recorder.dataset.video import concatenate
-    from lerobot_recorder.dataset.writer import _write_parquet_appended
+    from lerobot_dataset.video import concatenate
+    from lerobot_dataset.writer import _write_parquet_appended
 
     rng = np.random.default_rng(0)
     episode = work / "noisy-episode.mp4"

@@ -36,9 +36,9 @@ import numpy as np
 from headline import figure
 
 from lerobot_contract import Contract
+from lerobot_dataset import DatasetWriter, feature_specs
 from lerobot_eval.demo.train import train_config
 from lerobot_eval.demo.workspace import ENV_STATE, STATE, TASK, DemoSettings
-from lerobot_recorder.dataset import DatasetWriter, feature_specs
 from lerobot_sim_bridge.adapters import SimConfig, make_adapter
 from lerobot_sim_bridge.experts.base import expert_steps, make_expert, run_expert_episodes
 

@@ -89,7 +89,7 @@ def run_demo(workdir: Path, seed: int, busy: int, env: dict[str, str]) -> int:
 
 def repeated_states(dataset: Path) -> dict[str, int]:
     """Frames whose joint state equals the previous frame's, over the dataset (a repeated simulation step)."""
-    from lerobot_recorder.dataset import DatasetReader
+    from lerobot_dataset import DatasetReader
 
     reader = DatasetReader(dataset)
     repeats = 0

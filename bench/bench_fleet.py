@@ -1,7 +1,7 @@
 """Fleet bag conversion on datatrove (`bag2dataset --executor local`): bags/hour with 1 and 2 workers, and the
 projected cost of 10,000 bags of 60 s.
 
-Synthetic bags (lerobot_recorder.bags.synthetic) as in bench_bag2dataset.py: 2 cameras 640x480 @ 30 fps
+Synthetic bags (lerobot_bags.synthetic) as in bench_bag2dataset.py: 2 cameras 640x480 @ 30 fps
 (Image rgb8 with sensor noise) and JointState @ 100 Hz, mcap; encoder h264-ultrafast (the CLI default). Each
 run is the CLI in its own process (`--tasks` = bag count, `--workers` 1 or 2) into a fresh output, shards
 merged at the end, so a run's wall time covers conversion, datatrove's bookkeeping and the merge. The 1-worker
@@ -43,7 +43,7 @@ FLEET_BAGS, FLEET_BAG_S = 10_000, 60.0
 
 
 def _make_bags(workdir: Path, count: int, duration: float) -> tuple[list[Path], Path]:
-    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+    from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
 
     spec = SyntheticBagSpec(duration_s=duration, noise=3.0)
     bags = []
@@ -116,7 +116,7 @@ def _run(bags: list[Path], contract: Path, output: Path, workers: int) -> dict[s
 
 def _merge_share(output: Path, workdir: Path) -> dict[str, Any]:
     """Time of merging the converted dataset again (one source: what the final step costs per frame)."""
-    from lerobot_recorder.dataset.merge import merge_datasets
+    from lerobot_dataset.merge import merge_datasets
 
     started = time.monotonic()
     report = merge_datasets([output], workdir / "remerged")

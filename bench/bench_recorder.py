@@ -125,7 +125,7 @@ def watch_diagnostics(stop: threading.Event, samples: list[dict[str, str]]) -> N
 
 
 def live_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from lerobot_recorder.dataset import DatasetReader
+    from lerobot_dataset import DatasetReader
     from lerobot_ros.dds import ros_environment
     from lerobot_ros.testing import lease_domain, venv_script
 
@@ -233,7 +233,7 @@ def live_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 def direct_writer(args: argparse.Namespace, work: Path, frames: int) -> dict[str, Any]:
     """DatasetWriter.add_frame as fast as it goes, same schema and scene-like frames."""
     from lerobot_contract import Contract
-    from lerobot_recorder.dataset import DatasetWriter, feature_specs
+    from lerobot_dataset import DatasetWriter, feature_specs
 
     spec = feature_specs(Contract.from_dict(contract(args.cameras, args.height, args.width)))
     rng = np.random.default_rng(0)

@@ -42,7 +42,7 @@ import torch
 from headline import figure
 from torch.utils.data import DataLoader
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetReader, DatasetWriter, FeatureSpec
 from lerobot_training.data import PolicyDataset, StepBatchSampler, dataset_features, to_policy_batch, training_stats
 from lerobot_training.policies.act import ACTConfig, ACTPolicy
 from lerobot_training.policies.base import Policy

@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO / "tests" / "lerobot_recorder" / "bags"))
 
 from bag_helpers import convert  # noqa: E402
 
-from lerobot_recorder.bags.errors import BagError  # noqa: E402
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag  # noqa: E402
-from lerobot_recorder.dataset import DatasetReader  # noqa: E402
+from lerobot_bags.errors import BagError  # noqa: E402
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag  # noqa: E402
+from lerobot_dataset import DatasetReader  # noqa: E402
 
 KEYS = ("observation.state", "action", "observation.images.front")
 

@@ -131,8 +131,9 @@ else
 fi
 
 step "project packages (editable)"
-PACKAGES=(ros_ws/src/lerobot_ros ros_ws/src/lerobot_contract ros_ws/src/lerobot_drivers ros_ws/src/lerobot_policy_node
-          ros_ws/src/lerobot_recorder training sim_bridge ros_ws/src/lerobot_eval)
+PACKAGES=(ros_ws/src/lerobot_ros ros_ws/src/lerobot_contract ros_ws/src/lerobot_dataset ros_ws/src/lerobot_drivers
+          ros_ws/src/lerobot_policy_node ros_ws/src/lerobot_bags ros_ws/src/lerobot_recorder training sim_bridge
+          ros_ws/src/lerobot_eval)
 pkg_inputs=()
 for p in "${PACKAGES[@]}"; do
   for f in setup.cfg setup.py pyproject.toml package.xml resource launch config; do
@@ -199,7 +200,8 @@ step "check"
 import rclpy  # noqa: F401
 from lerobot_msgs.msg import ActionChunk, StepOutcome  # noqa: F401
 from lerobot_msgs.action import RecordEpisode  # noqa: F401
-import lerobot_ros, lerobot_contract, lerobot_drivers, lerobot_recorder, lerobot_training, lerobot_sim_bridge, lerobot_eval  # noqa: F401
+import lerobot_ros, lerobot_contract, lerobot_dataset, lerobot_drivers, lerobot_bags, lerobot_recorder  # noqa: F401
+import lerobot_training, lerobot_sim_bridge, lerobot_eval  # noqa: F401
 import lerobot_policy_server.client  # noqa: F401
 EOF
 if [[ $WITH_REFERENCE == 1 ]]; then

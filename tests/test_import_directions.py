@@ -18,6 +18,8 @@ PACKAGES = {
     "lerobot_ros": ROOT / "ros_ws/src/lerobot_ros/lerobot_ros",
     "lerobot_contract": ROOT / "ros_ws/src/lerobot_contract/lerobot_contract",
     "lerobot_drivers": ROOT / "ros_ws/src/lerobot_drivers/lerobot_drivers",
+    "lerobot_dataset": ROOT / "ros_ws/src/lerobot_dataset/lerobot_dataset",
+    "lerobot_bags": ROOT / "ros_ws/src/lerobot_bags/lerobot_bags",
     "lerobot_recorder": ROOT / "ros_ws/src/lerobot_recorder/lerobot_recorder",
     "lerobot_training": ROOT / "training/lerobot_training",
     "lerobot_policy_server": ROOT / "policy_server/lerobot_policy_server",
@@ -31,13 +33,22 @@ ALLOWED: dict[str, dict[str, str]] = {
     # The shared data model: the contract, the alignment rule, the live sampler, the frame decoder.
     "lerobot_contract": {"lerobot_ros": "module"},  # image decoding (lerobot_ros.images)
     "lerobot_drivers": {"lerobot_ros": "module"},
-    "lerobot_recorder": {"lerobot_ros": "module", "lerobot_contract": "module"},
-    "lerobot_training": {"lerobot_ros": "module", "lerobot_recorder": "lazy"},
+    # The LeRobot v3 dataset format; below the recorder, the bag converter and training.
+    "lerobot_dataset": {"lerobot_ros": "module"},  # the command framework of its CLI (lerobot_ros.command)
+    "lerobot_bags": {"lerobot_ros": "module", "lerobot_contract": "module", "lerobot_dataset": "module"},
+    # The live recorder node and the viewer: nothing imports them.
+    "lerobot_recorder": {
+        "lerobot_ros": "module",
+        "lerobot_contract": "module",
+        "lerobot_dataset": "module",
+        "lerobot_bags": "module",
+    },
+    "lerobot_training": {"lerobot_ros": "module", "lerobot_dataset": "lazy"},
     "lerobot_policy_server": {"lerobot_ros": "module", "lerobot_training": "lazy"},
     "lerobot_policy_node": {
         "lerobot_ros": "module",
         "lerobot_contract": "module",
-        "lerobot_recorder": "lazy",  # the dataset reader of `lerobot-ros replay`
+        "lerobot_dataset": "lazy",  # the dataset reader of `lerobot-ros replay`
         "lerobot_training": "lazy",  # the checkpoint loader and policy classes, when a policy is loaded (errors: below)
         "lerobot_policy_server": "lazy",  # the gRPC client, when the policy runs on a server
         "lerobot_drivers": "lazy",  # the arms' calibrated limits, when a robot_config is given
@@ -51,7 +62,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "lerobot_eval": {
         "lerobot_ros": "module",
         "lerobot_contract": "module",
-        "lerobot_recorder": "module",
+        "lerobot_dataset": "module",
         "lerobot_training": "module",
         "lerobot_policy_node": "module",
         "lerobot_sim_bridge": "module",
@@ -110,3 +121,70 @@ def test_every_package_is_in_the_table() -> None:
     on_disk |= {p.parent.name for p in ROOT.glob("*/lerobot_*/__init__.py")}
     assert on_disk <= set(PACKAGES), f"packages missing from the import table: {sorted(on_disk - set(PACKAGES))}"
     assert set(ALLOWED) == set(PACKAGES)
+
+
+def test_nothing_imports_the_recorder_node_package() -> None:
+    """The live recorder and its viewer sit at the end of their branch: datasets come from lerobot_dataset."""
+    assert [package for package, allowed in ALLOWED.items() if "lerobot_recorder" in allowed] == []
+
+
+def _module_of(path: Path) -> str:
+    for package, root in PACKAGES.items():
+        if path.is_relative_to(root):
+            parts = [package, *path.relative_to(root).with_suffix("").parts]
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise AssertionError(path)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the modules of our packages it imports: every import, lazy and typing-only ones included."""
+    files = {_module_of(path): path for root in PACKAGES.values() for path in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {module: set() for module in files}
+    for module, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # `from a.b import c`: the module a.b.c where there is one, else a.b
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
+                           for a in node.names]  # fmt: skip
+            else:
+                continue
+            graph[module] |= {target for target in targets if target in files and target != module}
+    return graph
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle between modules (Tarjan's strongly connected components of the module graph)."""
+    graph = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert not circles, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in circles)

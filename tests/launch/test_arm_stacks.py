@@ -54,7 +54,7 @@ def test_record_stack_records_an_episode_from_the_fake_arms(processes, ros_node,
     )  # fmt: skip
     assert launch.wait(240) == 0, launch.output()[-3000:]
     assert (root / "meta" / "info.json").exists()
-    from lerobot_recorder.dataset.meta import DatasetMeta
+    from lerobot_dataset.meta import DatasetMeta
 
     meta = DatasetMeta.load(root)
     assert meta.total_episodes == 1 and meta.total_frames > 0

@@ -16,8 +16,8 @@ from lerobot_contract import Contract
 from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import PolicyConfigError
 from lerobot_policy_node.core.replay import replay_plan
-from lerobot_recorder.dataset import DatasetWriter
-from lerobot_recorder.dataset.features import FeatureSpec
+from lerobot_dataset import DatasetWriter
+from lerobot_dataset.features import FeatureSpec
 from lerobot_ros.testing import venv_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ def check_tracking(ros_node: Any, processes: Any, dataset: Path, *extra: str) ->
     # stdout and stderr interleave: a node's log line may follow the JSON summary
     summary, _ = json.JSONDecoder().raw_decode(out[out.rindex("\n{") + 1 :])
 
-    from lerobot_recorder.dataset import DatasetReader
+    from lerobot_dataset import DatasetReader
 
     with DatasetReader(dataset) as reader:
         actions = np.asarray(reader.episode_frames(0, "action"), dtype=np.float64)

@@ -1,4 +1,4 @@
-"""`lerobot_recorder.cdr.deserialize_cdr` takes what the ROS middleware writes and refuses more.
+"""`lerobot_bags.cdr.deserialize_cdr` takes what the ROS middleware writes and refuses more.
 
 rmw_serialize (rclpy's serialize_message, what raw publishers send) sizes a message by the type support's
 estimate, which aligns empty sequences of 8-byte numbers and rounds fixed-size types to 4: bytes past the fields
@@ -15,7 +15,7 @@ import pytest
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_recorder.cdr import deserialize_cdr, rmw_serialized_size
+from lerobot_bags.cdr import deserialize_cdr, rmw_serialized_size
 
 serialization = pytest.importorskip("rclpy.serialization")
 STORE = get_typestore(Stores.ROS2_KILTED)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetWriter, FeatureSpec
 
 STATE_NAMES = ["shoulder_pan.pos", "elbow_flex.pos", "gripper.pos"]
 IMAGE_SHAPE = (32, 48, 3)

@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import TINY
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset import stats as stats_mod
+from lerobot_dataset import DatasetReader
+from lerobot_dataset import stats as stats_mod
 from lerobot_training.data import (
     PolicyDataset,
     StepBatchSampler,
@@ -135,7 +135,7 @@ def test_missing_feature_and_wrong_image_size_are_named(tiny_dataset: Path) -> N
 
 
 def test_dataset_without_action_is_refused(tmp_path: Path) -> None:
-    from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+    from lerobot_dataset import DatasetWriter, FeatureSpec
 
     root = tmp_path / "no_action"
     with DatasetWriter.create(

@@ -22,8 +22,8 @@ import torch
 from conftest import TINY, VECTOR_INPUTS
 from test_training_trainer import run_cli
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.merge import merge_datasets
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.merge import merge_datasets
 from lerobot_ros.command import CommandError
 from lerobot_ros.testing import write_hub_cache
 from lerobot_training.data import PolicyDataset, dataset_features, open_reader, training_stats

@@ -16,7 +16,7 @@ import torch
 from conftest import STATE_NAMES, TINY, VECTOR_INPUTS
 from fake_env import EvenSeedEnv
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetReader, DatasetWriter, FeatureSpec
 from lerobot_ros.command import CommandError
 from lerobot_training.checkpoint import load_policy, read_metadata
 from lerobot_training.data import PolicyDataset

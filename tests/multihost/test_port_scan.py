@@ -74,7 +74,7 @@ def _scan_with_defaults(lan, processes, checkpoint, user_env, demo_env):
 
 
 def test_the_web_viewer_beyond_loopback_answers_only_with_the_token(tmp_path, processes, ros_domain):
-    from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+    from lerobot_dataset import DatasetWriter, FeatureSpec
 
     spec = FeatureSpec("float32", (2,), ["a.pos", "b.pos"])
     writer = DatasetWriter.create(tmp_path / "ds", repo_id="local/scan", fps=30, features={"action": spec})

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetWriter, FeatureSpec
 from lerobot_ros import testing
 from lerobot_ros.testing import reference_env, reference_extras, reference_python
 

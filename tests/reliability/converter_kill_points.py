@@ -43,7 +43,7 @@ def make_inputs(work: Path) -> tuple[list[Path], Path]:
     import yaml
 
     from lerobot_contract.time import NS
-    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+    from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
 
     bags = []
     spec = SyntheticBagSpec()
@@ -99,7 +99,7 @@ def wait_pid(pid: int, timeout: float) -> int | None:
 
 
 def episode_lengths(root: Path) -> list[int]:
-    from lerobot_recorder.dataset.reader import DatasetReader
+    from lerobot_dataset.reader import DatasetReader
 
     with DatasetReader(root) as reader:
         lengths = []
@@ -174,7 +174,7 @@ def one_point(
     check_reference: bool,
     work: Path,
 ) -> tuple[str, str]:
-    from lerobot_recorder.dataset.validate import validate
+    from lerobot_dataset.validate import validate
 
     pid = fork_cli([*argv, str(root)])
     deadline = time.monotonic() + RERUN_BUDGET_S
@@ -229,7 +229,7 @@ def disk_full_campaign(sizes: int, out: Any) -> None:
     """
     import tempfile
 
-    from lerobot_recorder.dataset.validate import validate
+    from lerobot_dataset.validate import validate
 
     counts = Counts("bag2dataset_disk_full")
     begin = time.monotonic()

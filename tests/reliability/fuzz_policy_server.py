@@ -36,7 +36,7 @@ CALL_TIMEOUT_S = 8.0
 
 def png_bomb(side: int) -> bytes:
     """A few hundred bytes of PNG whose IHDR declares `side` x `side` pixels (CRC right: decoders would expand it)."""
-    from lerobot_recorder.bags.synthetic import png_declaring
+    from lerobot_bags.synthetic import png_declaring
 
     data = bytearray(png_declaring(17, 17))
     struct.pack_into(">II", data, 16, side, side)
@@ -236,7 +236,7 @@ class PolicyServerFrames:
         self, prefix: bytes, header: dict[str, Any], payload: bytes, encoding: str, rng: np.random.Generator
     ) -> tuple[str, bytes, Any, str]:
         """An image whose encoding, declared size or bytes lie; replaces the camera tensor (kept last in payload)."""
-        from lerobot_recorder.bags.synthetic import png_declaring
+        from lerobot_bags.synthetic import png_declaring
 
         height, width = CAMERA
         op = int(rng.integers(7))

@@ -292,7 +292,7 @@ class RecorderDeadSensors:
         nothing of another episode, nothing changed after its save."""
         import re
 
-        from lerobot_recorder.dataset import DatasetReader
+        from lerobot_dataset import DatasetReader
 
         said = [(int(m[1]), int(m[2])) for lv, line in log.lines
                 if lv == "info" and (m := re.match(r"saved episode (\d+): (\d+) frames", line))]  # fmt: skip

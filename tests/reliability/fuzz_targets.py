@@ -1,6 +1,6 @@
 """Fuzz targets: the parsers and intake paths of the project, each fed mutated inputs (see fuzz_harness).
 
-* `BagStorage`: mcap and sqlite3 bags (lerobot_recorder.bags.synthetic) with bit flips, truncation, byte
+* `BagStorage`: mcap and sqlite3 bags (lerobot_bags.synthetic) with bit flips, truncation, byte
   overwrites, MCAP record/chunk corruption (CRC zeroed or kept) and SQL-level row mutations, converted by
   `bag_events` (bag2dataset's per-bag core);
 * `BagMetadata`: metadata.yaml with structural (keys dropped, values of the wrong type or range) and textual
@@ -298,7 +298,7 @@ class _BagBase:
 
     def __init__(self) -> None:
         from lerobot_contract import ContractError
-        from lerobot_recorder.bags.errors import BagError
+        from lerobot_bags.errors import BagError
 
         self.clear_errors: tuple[type[BaseException], ...] = (BagError, ContractError)
         self.bags: dict[str, Path] = {}
@@ -307,8 +307,8 @@ class _BagBase:
         self.last_extra: dict[str, int] | None = None
 
     def setup(self, workdir: Path) -> None:
-        from lerobot_recorder.bags.convert import ConvertOptions
-        from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+        from lerobot_bags.convert import ConvertOptions
+        from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
 
         self.work = workdir
         for storage in ("mcap", "sqlite3"):
@@ -321,7 +321,7 @@ class _BagBase:
             self.reference[storage] = frames
 
     def convert(self, path: Path) -> tuple[list[dict[str, Any]], str | None, list[str]]:
-        from lerobot_recorder.bags.convert import BagEvent, EpisodeEvent, FrameEvent, bag_events
+        from lerobot_bags.convert import BagEvent, EpisodeEvent, FrameEvent, bag_events
 
         frames = []
         last: Any = None
@@ -348,7 +348,7 @@ class _BagBase:
 
     def judge(self, storage: str, path: Path) -> None:
         """Raise BagError for a refused bag, DataLost for one accepted wrongly."""
-        from lerobot_recorder.bags.errors import BagError
+        from lerobot_bags.errors import BagError
 
         frames, error, warnings = self.convert(path)
         if error is not None:
@@ -424,7 +424,7 @@ class Contracts:
 
     def __init__(self) -> None:
         from lerobot_contract import ContractError
-        from lerobot_recorder.dataset.errors import FeatureError
+        from lerobot_dataset.errors import FeatureError
 
         self.clear_errors: tuple[type[BaseException], ...] = (ContractError, FeatureError)
         self.base: dict[str, Any] = {}
@@ -438,7 +438,7 @@ class Contracts:
 
     def run(self, seed: int, index: int) -> str:
         from lerobot_contract import Contract
-        from lerobot_recorder.dataset import feature_specs
+        from lerobot_dataset import feature_specs
 
         rng = rng_for(seed, index)
         if rng.integers(5) == 0:
@@ -481,7 +481,7 @@ class RecorderMessages:
         self.last_extra: dict[str, int] | None = None
 
     def setup(self, workdir: Path) -> None:
-        from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
+        from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
         from lerobot_recorder.recorder.messages import build_typestore
 
         spec = SyntheticBagSpec(cameras=("front",), height=8, width=8, commands=False)
@@ -492,7 +492,7 @@ class RecorderMessages:
 
     def messages(self) -> list[tuple[str, int, Any]]:
         """(topic, header stamp, message) of the unmutated episode, in receive order."""
-        from lerobot_recorder.bags.synthetic import camera_pixels, joint_positions
+        from lerobot_bags.synthetic import camera_pixels, joint_positions
 
         ts = self.store
         out = []
@@ -587,7 +587,7 @@ class RecorderMessages:
         from lerobot_contract.errors import ClockJumpError
         from lerobot_contract.frames import FrameDecoder
         from lerobot_contract.sampler import LiveSampler
-        from lerobot_recorder import cdr
+        from lerobot_bags import cdr
         from lerobot_recorder.recorder.messages import header_stamp_ns
 
         contract = self.contract
@@ -596,7 +596,7 @@ class RecorderMessages:
             for f in contract.features.values()
         ]
         sampler = LiveSampler(features, contract.fps, latency_ns=150_000_000, clock_jump_ns=NS, max_samples=60)
-        # The recorder's own decoding (lerobot_recorder.cdr: CDR as ROS middlewares write it), as session.py uses it.
+        # The recorder's own decoding (lerobot_bags.cdr: CDR as ROS middlewares write it), as session.py uses it.
         values = FrameDecoder(
             contract, functools.partial(cdr.deserialize_cdr, self.store), deserialize_errors=(SerdeError,)
         )
@@ -822,8 +822,8 @@ class BagSemantics(_BagBase):
     def setup(self, workdir: Path) -> None:
         from rosbags.typesys import Stores, get_typestore
 
-        from lerobot_recorder.bags.convert import ConvertOptions
-        from lerobot_recorder.bags.synthetic import SyntheticBagSpec, _messages, contract_for
+        from lerobot_bags.convert import ConvertOptions
+        from lerobot_bags.synthetic import SyntheticBagSpec, _messages, contract_for
 
         self.work = workdir
         self.ts = get_typestore(Stores.ROS2_HUMBLE)
@@ -854,7 +854,7 @@ class BagSemantics(_BagBase):
         return path
 
     def mutate(self, kind: str, rng: np.random.Generator) -> tuple[list[tuple[int, str, str, bytes]], str]:
-        from lerobot_recorder.bags.synthetic import png_declaring
+        from lerobot_bags.synthetic import png_declaring
 
         ts = self.ts
         entries = [(r, t, ty, self.raw(m, ty)) for r, t, ty, m in self.messages]
@@ -952,7 +952,7 @@ class BagSemantics(_BagBase):
             return f"{kind}: {described}"
         # Bytes as ROS serializes them and exact duplicates carry the same data: anything but the reference's
         # frames is data lost (a valid message refused, or a duplicate shifting what frames hold).
-        from lerobot_recorder.bags.errors import BagError
+        from lerobot_bags.errors import BagError
 
         try:
             self.judge("mcap", case)

@@ -27,8 +27,8 @@ import pytest
 from converter_kill_points import REF_PYTHON, reference_load
 from fuzz_harness import Counts, Finding
 
-from lerobot_recorder.dataset.reader import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset.reader import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.dds import clean_stale_shm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lerobot_recorder" / "recorder"))

@@ -19,6 +19,8 @@ VENV = Path(sys.prefix)
 SOURCES = {
     "lerobot_ros": SRC / "lerobot_ros",
     "lerobot_contract": SRC / "lerobot_contract",
+    "lerobot_dataset": SRC / "lerobot_dataset",
+    "lerobot_bags": SRC / "lerobot_bags",
     "lerobot_drivers": SRC / "lerobot_drivers",
     "lerobot_policy_node": SRC / "lerobot_policy_node",
     "lerobot_recorder": SRC / "lerobot_recorder",
@@ -26,8 +28,9 @@ SOURCES = {
     "lerobot_eval": SRC / "lerobot_eval",
 }
 PYTHON_PACKAGES = list(SOURCES)
-# No executables of their own: imported by the others (contract), lerobot-ros sub-commands only (eval).
-LIBRARIES = {"lerobot_contract", "lerobot_eval"}
+# No executables of their own: imported by the others (contract, dataset), lerobot-ros sub-commands only (eval,
+# bags).
+LIBRARIES = {"lerobot_contract", "lerobot_dataset", "lerobot_bags", "lerobot_eval"}
 
 
 def console_scripts(package: str) -> list[str]:

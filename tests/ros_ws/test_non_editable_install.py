@@ -24,7 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = [
     "ros_ws/src/lerobot_ros",
     "ros_ws/src/lerobot_contract",
+    "ros_ws/src/lerobot_dataset",
     "ros_ws/src/lerobot_drivers",
+    "ros_ws/src/lerobot_bags",
     "ros_ws/src/lerobot_recorder",
     "ros_ws/src/lerobot_policy_node",
     "training",

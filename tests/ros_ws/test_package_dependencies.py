@@ -18,7 +18,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {
+    "lerobot_bags": REPO / "ros_ws/src/lerobot_bags",
     "lerobot_contract": REPO / "ros_ws/src/lerobot_contract",
+    "lerobot_dataset": REPO / "ros_ws/src/lerobot_dataset",
     "lerobot_drivers": REPO / "ros_ws/src/lerobot_drivers",
     "lerobot_eval": REPO / "ros_ws/src/lerobot_eval",
     "lerobot_policy_node": REPO / "ros_ws/src/lerobot_policy_node",

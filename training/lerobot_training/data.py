@@ -47,7 +47,7 @@ def open_reader(root: Path | Sequence[Path]) -> Any:
 
     Several roots give a `DatasetCollection`: one reader over all their episodes, in order.
     """
-    from lerobot_recorder.dataset import DatasetReader
+    from lerobot_dataset import DatasetReader
 
     roots = dataset_roots(root)
     if len(roots) == 1:
@@ -69,8 +69,8 @@ class DatasetCollection:
     then the second's, and so on (global episode and frame numbers). What the trainer needs of a reader."""
 
     def __init__(self, roots: Sequence[Path]) -> None:
-        from lerobot_recorder.dataset import DatasetReader
-        from lerobot_recorder.dataset.merge import check_compatible
+        from lerobot_dataset import DatasetReader
+        from lerobot_dataset.merge import check_compatible
 
         if len(set(map(str, roots))) != len(roots):
             raise FeatureMismatchError(f"a dataset is given twice: {[str(r) for r in roots]}")
@@ -193,7 +193,7 @@ def training_stats(
     `image_stats="imagenet"` uses ImageNet's mean/std for cameras (LeRobot's default, for pretrained
     backbones) while keeping the dataset's min/max.
     """
-    from lerobot_recorder.dataset import stats as stats_mod
+    from lerobot_dataset import stats as stats_mod
 
     per_episode = []
     for index in episodes:
@@ -228,7 +228,7 @@ def relative_action_stats(
     relative joints (the action itself on the others), so the normaliser sees the values the policy learns;
     stats.json holds absolute actions and cannot be used.
     """
-    from lerobot_recorder.dataset import stats as stats_mod
+    from lerobot_dataset import stats as stats_mod
 
     if relative.state_key not in reader.features:
         raise FeatureMismatchError(

@@ -83,8 +83,8 @@ class DatasetSourceError(TrainingError):
 
 def resolve_dataset(value: str | Path, *, revision: str | None = None) -> Path:
     """A local dataset folder for `value`: the folder itself, or a Hub dataset repo id (`user/name`) from the Hugging
-    Face cache, downloaded there when not cached (`lerobot_recorder.hub.resolve_dataset_root`)."""
-    from lerobot_recorder.hub import HubError, resolve_dataset_root
+    Face cache, downloaded there when not cached (`lerobot_dataset.hub.resolve_dataset_root`)."""
+    from lerobot_dataset.hub import HubError, resolve_dataset_root
 
     try:
         return resolve_dataset_root(value, revision=revision)

@@ -246,7 +246,7 @@ def _launch_torchrun(args: argparse.Namespace) -> int:
 
 def _check_settings(args: argparse.Namespace) -> None:
     """The checks each rank would make of the settings, made once (CommandError)."""
-    from lerobot_recorder.dataset import DatasetError
+    from lerobot_dataset import DatasetError
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import preflight
 
@@ -311,7 +311,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from lerobot_recorder.dataset import DatasetError
+    from lerobot_dataset import DatasetError
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import Trainer
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_contract import Contract
-from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
-from lerobot_recorder.bags.pipeline import ConversionResult, convert_bags
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec
+from lerobot_bags.convert import ConvertOptions, SplitRule
+from lerobot_bags.pipeline import ConversionResult, convert_bags
+from lerobot_bags.synthetic import SyntheticBagSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_BAGS = REPO_ROOT.parent / "shared" / "fixtures" / "bags"
@@ -57,7 +57,7 @@ def orphan_probe(converter: int) -> None:
     """A --jobs worker stand-in: registers to die with the converter as a bag worker does, then runs forever."""
     import time
 
-    from lerobot_recorder.bags.pipeline import die_with
+    from lerobot_bags.pipeline import die_with
 
     die_with(converter)
     while True:

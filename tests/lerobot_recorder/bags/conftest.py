@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from bag_helpers import FIXTURE_BAGS, SMALL
 
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, write_synthetic_bag
+from lerobot_bags.synthetic import SyntheticBagSpec, write_synthetic_bag
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobot_recorder.bags.fleet import ConvertShard, FleetJob
+from lerobot_bags.fleet import ConvertShard, FleetJob
 
 
 class CrashOnce(ConvertShard):

@@ -19,12 +19,12 @@ from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract import Contract
 from lerobot_contract.time import NS
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.pipeline import DEFAULT_CODEC, report_path_for
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, camera_pixels, contract_for
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.layout import STAGING_DIR
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.errors import BagError
+from lerobot_bags.pipeline import DEFAULT_CODEC, report_path_for
+from lerobot_bags.synthetic import SyntheticBagSpec, camera_pixels, contract_for
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.layout import STAGING_DIR
+from lerobot_dataset.validate import validate
 
 MakeBag = Callable[..., Path]
 

@@ -24,12 +24,12 @@ from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract import ContractError
 from lerobot_contract.time import NS
-from lerobot_recorder.bags.convert import ConvertOptions
-from lerobot_recorder.bags.errors import BagError, DiskFullError
-from lerobot_recorder.bags.reader import CORRUPT_ROW
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, joint_positions
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.convert import ConvertOptions
+from lerobot_bags.errors import BagError, DiskFullError
+from lerobot_bags.reader import CORRUPT_ROW
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, joint_positions
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.cli import main as cli_main
 
 MakeBag = Callable[..., Path]
@@ -211,7 +211,7 @@ def _check_kept(root: Path, episodes: int) -> None:
 def test_disk_full_injected_at_the_encoder(make_bag: MakeBag, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOSPC from a camera worker's spill file (where a full disk showed first): a DiskFullError naming the path
     and the free space, the episodes committed before intact. Runs without root (the ENOSPC is injected)."""
-    from lerobot_recorder.dataset import stats
+    from lerobot_dataset import stats
 
     bags = _two_episode_bags(make_bag)
     contract = contract_for(SPEC, camera_dtype="video")

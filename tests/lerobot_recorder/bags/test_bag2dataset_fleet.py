@@ -23,9 +23,9 @@ import yaml
 from fleet_faults import CrashOnce
 from test_bag2dataset_resume import _data_rows
 
-from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.fleet import (
+from lerobot_bags.convert import ConvertOptions, SplitRule
+from lerobot_bags.errors import BagError
+from lerobot_bags.fleet import (
     FleetJob,
     SlurmSettings,
     run_local,
@@ -34,10 +34,10 @@ from lerobot_recorder.bags.fleet import (
     slurm_script,
     task_state,
 )
-from lerobot_recorder.bags.pipeline import DEFAULT_CODEC  # one encoder thread: frames reproducible bit for bit
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.pipeline import DEFAULT_CODEC  # one encoder thread: frames reproducible bit for bit
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.cli import main as cli_main
 
 MakeBag = Callable[..., Path]

@@ -21,9 +21,9 @@ from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract import Contract
 from lerobot_contract.time import NS
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, joint_positions, png_declaring
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_bags.errors import BagError
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, joint_positions, png_declaring
+from lerobot_dataset import DatasetReader
 
 TOPIC = "/follower/joint_states"
 BASE = 1_700_000_000 * NS

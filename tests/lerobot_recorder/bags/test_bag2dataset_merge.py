@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow.parquet as pq
 from bag_helpers import convert
 
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.merge import merge_datasets
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.merge import merge_datasets
+from lerobot_dataset.validate import validate
 
 MakeBag = Callable[..., Path]
 

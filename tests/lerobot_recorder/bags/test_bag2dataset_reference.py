@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from bag_helpers import REPO_ROOT
 
-from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
-from lerobot_recorder.bags.pipeline import convert_bags
-from lerobot_recorder.bags.sources import SOURCES_PATH
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_bags.convert import ConvertOptions, SplitRule
+from lerobot_bags.pipeline import convert_bags
+from lerobot_bags.sources import SOURCES_PATH
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
 
 REF_PYTHON = Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO_ROOT / ".venv-lerobot-ref")) / "bin" / "python"
 LOADER = REPO_ROOT / "tests" / "lerobot_recorder" / "dataset" / "reference_loader.py"

@@ -18,13 +18,13 @@ import pytest
 import yaml
 from bag_helpers import convert
 
-from lerobot_recorder.bags.convert import ConvertOptions, SplitRule
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.pipeline import DEFAULT_CODEC, convert_bags
-from lerobot_recorder.bags.sources import HASH_KIND, SOURCES_PATH, SourceLog, bag_hash
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.convert import ConvertOptions, SplitRule
+from lerobot_bags.errors import BagError
+from lerobot_bags.pipeline import DEFAULT_CODEC, convert_bags
+from lerobot_bags.sources import HASH_KIND, SOURCES_PATH, SourceLog, bag_hash
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.cli import main as cli_main
 
 MakeBag = Callable[..., Path]
@@ -253,7 +253,7 @@ def test_bag_hash_reads_samples_not_whole_files(tmp_path: Path) -> None:
 def test_rerun_after_a_kill_before_the_first_commit(make_bag: MakeBag, tmp_path: Path) -> None:
     """Killed before its first commit, a conversion leaves a root with no episode (issue 18 #4): the same
     command then converts everything (it used to stop at "already holds a dataset")."""
-    from lerobot_recorder.dataset import DatasetWriter, feature_specs
+    from lerobot_dataset import DatasetWriter, feature_specs
 
     bags = _bags(make_bag, 2)
     contract = contract_for(SPEC, camera_dtype="video")

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from bag_helpers import REPO_ROOT, convert
 
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.export import MARKER_TOPIC, dataset_to_bag
-from lerobot_recorder.bags.pipeline import DEFAULT_CODEC
-from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.errors import BagError
+from lerobot_bags.export import MARKER_TOPIC, dataset_to_bag
+from lerobot_bags.pipeline import DEFAULT_CODEC
+from lerobot_bags.reader import BagSource
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 
 MakeBag = Callable[..., Path]
 

@@ -13,10 +13,10 @@ from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract import Contract
-from lerobot_recorder.bags.errors import BagError
-from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_bags.errors import BagError
+from lerobot_bags.reader import BagSource
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 
 EXPECTED_COUNTS = {
     "talker_foxy_sqlite3": {"/topic": 10, "/rosout": 10},

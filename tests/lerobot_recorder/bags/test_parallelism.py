@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from lerobot_recorder.bags.convert import ConvertOptions
-from lerobot_recorder.bags.parallelism import choose_parallelism, measure_idle_cores, usable_cores
-from lerobot_recorder.bags.pipeline import convert_bags
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset.staging import EpisodeStager
-from lerobot_recorder.dataset.video import VIDEO_ENCODINGS, encoder_thread_options
+from lerobot_bags.convert import ConvertOptions
+from lerobot_bags.parallelism import choose_parallelism, measure_idle_cores, usable_cores
+from lerobot_bags.pipeline import convert_bags
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset.staging import EpisodeStager
+from lerobot_dataset.video import VIDEO_ENCODINGS, encoder_thread_options
 
 MakeBag = Callable[..., Path]
 

@@ -14,9 +14,9 @@ from rosbags.typesys import Stores, get_typestore
 
 from lerobot_contract.align import Aligner, AlignFeature
 from lerobot_contract.time import NS
-from lerobot_recorder.bags.pipeline import report_path_for
-from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_bags.pipeline import report_path_for
+from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_dataset import DatasetReader
 
 MakeBag = Callable[..., Path]
 JITTER_S = 0.012  # stamps up to 12 ms off a 33 ms grid: some frames reuse an image

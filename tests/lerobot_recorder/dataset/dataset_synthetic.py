@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetWriter, FeatureSpec
 
 HEIGHT, WIDTH = 48, 64
 NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "gripper.pos"]

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 from dataset_synthetic import camera_features, make_frame
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter
-from lerobot_recorder.dataset.commit import uncommitted_dataset
-from lerobot_recorder.dataset.layout import INFO_PATH
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader, DatasetWriter
+from lerobot_dataset.commit import uncommitted_dataset
+from lerobot_dataset.layout import INFO_PATH
+from lerobot_dataset.validate import validate
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dataset_synthetic import camera_features, make_frame
 
-from lerobot_recorder.dataset import DatasetWriter
+from lerobot_dataset import DatasetWriter
 
 
 def main() -> int:

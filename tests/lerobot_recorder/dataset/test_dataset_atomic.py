@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, create, make_frame, run_dataset_command, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError, EpisodeStateError
-from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.video import EpisodeVideoEncoder
+from lerobot_dataset import DatasetReader, DatasetWriter, EncoderError, EpisodeStateError
+from lerobot_dataset.validate import validate
+from lerobot_dataset.video import EpisodeVideoEncoder
 
 HERE = Path(__file__).resolve().parent
 
@@ -153,7 +153,7 @@ def test_commit_interrupted_between_renames_rolls_forward(
     root = tmp_path / "ds"
     with create(root) as writer:
         written = write_episodes(writer, [5, 6], ["a"])
-    import lerobot_recorder.dataset.commit as commit_mod
+    import lerobot_dataset.commit as commit_mod
 
     real_replace = os.replace
     calls = {"n": 0}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, create, make_frame, write_episodes
 
-from lerobot_recorder.dataset import (
+from lerobot_dataset import (
     DatasetError,
     DatasetNotFoundError,
     DatasetWriter,
@@ -18,7 +18,7 @@ from lerobot_recorder.dataset import (
     FeatureSpec,
     SchemaMismatchError,
 )
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset.validate import validate
 
 
 @pytest.fixture

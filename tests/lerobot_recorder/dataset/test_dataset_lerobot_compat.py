@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, create, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter
-from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.video import VIDEO_ENCODINGS
+from lerobot_dataset import DatasetReader, DatasetWriter
+from lerobot_dataset.validate import validate
+from lerobot_dataset.video import VIDEO_ENCODINGS
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

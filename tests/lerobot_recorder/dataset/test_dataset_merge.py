@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_synthetic import camera_features, create, run_dataset_command, write_episodes
 
-from lerobot_recorder.dataset import DatasetError, DatasetExistsError, DatasetReader, FeatureSpec, SchemaMismatchError
-from lerobot_recorder.dataset.merge import fraction_splits, merge_datasets, select_episodes, split_dataset
-from lerobot_recorder.dataset.meta import DatasetMeta, data_files
-from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.video import probe
+from lerobot_dataset import DatasetError, DatasetExistsError, DatasetReader, FeatureSpec, SchemaMismatchError
+from lerobot_dataset.merge import fraction_splits, merge_datasets, select_episodes, split_dataset
+from lerobot_dataset.meta import DatasetMeta, data_files
+from lerobot_dataset.validate import validate
+from lerobot_dataset.video import probe
 
 FRONT = "observation.images.front"
 WRIST = "observation.images.wrist"

@@ -9,9 +9,9 @@ from dataset_synthetic import create, write_episodes
 from test_dataset_lerobot_compat import assert_same_as_our_reader, load_with_lerobot, pytestmark, run_reference
 from test_dataset_merge import assert_same_frames
 
-from lerobot_recorder.dataset.merge import merge_datasets, select_episodes
-from lerobot_recorder.dataset.meta import DatasetMeta
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset.merge import merge_datasets, select_episodes
+from lerobot_dataset.meta import DatasetMeta
+from lerobot_dataset.validate import validate
 
 __all__ = ["pytestmark"]  # the reference marker and the skip when the reference venv is absent
 DELTAS = {"action": [-1 / 30, 0.0, 2 / 30], "observation.images.front": [-1 / 30, 0.0]}

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_synthetic import camera_features, create, make_frame, run_dataset_command, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, FeatureError
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader, FeatureError
+from lerobot_dataset.validate import validate
 
 DATA = "data/chunk-000/file-000.parquet"
 

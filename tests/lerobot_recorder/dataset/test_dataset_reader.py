@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, create, write_episodes
 
-from lerobot_recorder.dataset import DatasetError, DatasetReader
+from lerobot_dataset import DatasetError, DatasetReader
 
 FRONT = "observation.images.front"
 

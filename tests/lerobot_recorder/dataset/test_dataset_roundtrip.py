@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetReader, DatasetWriter, FeatureSpec
 
 STATE_NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos"]
 
@@ -96,7 +96,7 @@ def test_create_refuses_existing_root(tmp_path: Path) -> None:
         writer.start_episode("kept")
         writer.add_frame(vector_frame(np.random.default_rng(1), 0, 1))
         writer.save_episode()
-    from lerobot_recorder.dataset import DatasetExistsError
+    from lerobot_dataset import DatasetExistsError
 
     with pytest.raises(DatasetExistsError, match=r"DatasetWriter\.open"):
         DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features())
@@ -104,7 +104,7 @@ def test_create_refuses_existing_root(tmp_path: Path) -> None:
 
 def test_empty_dataset_is_not_valid_but_reopens(tmp_path: Path) -> None:
     """Issue 18 #4: LeRobot cannot load a root without a committed episode; validate says so in one line."""
-    from lerobot_recorder.dataset.validate import validate
+    from lerobot_dataset.validate import validate
 
     root = tmp_path / "ds"
     DatasetWriter.create(root, repo_id="local/test", fps=10, features=vector_features()).close()

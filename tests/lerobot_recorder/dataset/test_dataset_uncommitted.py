@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from dataset_synthetic import camera_features, create, write_episodes
 
-from lerobot_recorder.dataset import DatasetError, DatasetExistsError, DatasetReader, DatasetWriter
-from lerobot_recorder.dataset.commit import uncommitted_dataset
-from lerobot_recorder.dataset.layout import STAGING_DIR
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetError, DatasetExistsError, DatasetReader, DatasetWriter
+from lerobot_dataset.commit import uncommitted_dataset
+from lerobot_dataset.layout import STAGING_DIR
+from lerobot_dataset.validate import validate
 
 FEATURES = camera_features(video=False, image=False)
 

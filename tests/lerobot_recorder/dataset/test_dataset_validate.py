@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from dataset_synthetic import camera_features, create, run_dataset_command, write_episodes
 
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset.validate import validate
 
 DATA = "data/chunk-000/file-000.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from dataset_synthetic import camera_features, camera_frame, create, make_frame, write_episodes
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EpisodeStateError
-from lerobot_recorder.dataset.staging import EpisodeStager
-from lerobot_recorder.dataset.validate import validate
-from lerobot_recorder.dataset.video import (
+from lerobot_dataset import DatasetReader, DatasetWriter, EpisodeStateError
+from lerobot_dataset.staging import EpisodeStager
+from lerobot_dataset.validate import validate
+from lerobot_dataset.video import (
     VIDEO_CODECS,
     VIDEO_ENCODINGS,
     EpisodeVideoEncoder,
@@ -236,7 +236,7 @@ def test_camera_statistics_of_a_long_episode_read_only_the_sampled_histograms(tm
     import subprocess
     import sys
 
-    from lerobot_recorder.dataset.stats import CameraHistograms
+    from lerobot_dataset.stats import CameraHistograms
 
     frames = 9000
     rows = np.random.default_rng(0).integers(0, 1000, size=(frames, 3, 256), dtype=np.uint32)
@@ -246,7 +246,7 @@ def test_camera_statistics_of_a_long_episode_read_only_the_sampled_histograms(tm
     script = (
         "import sys, numpy as np\n"
         "from pathlib import Path\n"
-        "from lerobot_recorder.dataset.stats import histogram_file_stats, sample_indices\n"
+        "from lerobot_dataset.stats import histogram_file_stats, sample_indices\n"
         "def hwm():\n"
         "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
         "sample_indices(10)\n"
@@ -266,7 +266,7 @@ def test_camera_statistics_of_a_long_episode_read_only_the_sampled_histograms(tm
 
 def stats_of_rows(rows: np.ndarray) -> float:
     """The red channel's mean (0..1) over LeRobot's sample of `rows`, as `histogram_file_stats` computes it."""
-    from lerobot_recorder.dataset.stats import camera_stats_from_histograms, sample_indices
+    from lerobot_dataset.stats import camera_stats_from_histograms, sample_indices
 
     indices = sample_indices(len(rows))
     summed = rows[indices].astype(np.float64).sum(axis=0)
@@ -279,7 +279,7 @@ def test_a_long_episode_is_written_in_bounded_row_groups(tmp_path: Path) -> None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lerobot_recorder.dataset.writer import ROW_GROUP_ROWS, _write_parquet_appended
+    from lerobot_dataset.writer import ROW_GROUP_ROWS, _write_parquet_appended
 
     rows = 2 * ROW_GROUP_ROWS + 5
     table = pa.table({"index": pa.array(np.arange(rows)), "x": pa.array(np.ones(rows, dtype=np.float32))})

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from huggingface_hub.errors import RevisionNotFoundError
 
-from lerobot_recorder.hub import IGNORE_PATTERNS, HubError, dataset_card, push_dataset
+from lerobot_dataset.hub import IGNORE_PATTERNS, HubError, dataset_card, push_dataset
 from lerobot_ros.command import CommandError
 
 INFO = {"codebase_version": "v3.0", "robot_type": "so101_follower", "total_episodes": 2, "total_frames": 60, "fps": 30}
@@ -148,8 +148,8 @@ def test_bag2dataset_push_to_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """`bag2dataset --push-to-hub` converts, then pushes through the (patched) HfApi."""
     import huggingface_hub
 
-    from lerobot_recorder.bag_command import BAG2DATASET
-    from lerobot_recorder.bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+    from lerobot_bags.bag_command import BAG2DATASET
+    from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
 
     spec = SyntheticBagSpec(duration_s=0.2, height=24, width=32, cameras=("front",))
     bag = write_synthetic_bag(tmp_path / "bag", spec)

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from recorder_helpers import CONTRACT, Diagnostics, record_one_episode, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.bags.reader import BagSource
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_bags.reader import BagSource
+from lerobot_dataset import DatasetReader
 from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from recorder_helpers import CONTRACT, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, FeatureSpec
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader, DatasetWriter, FeatureSpec
+from lerobot_dataset.validate import validate
 
 pytestmark = pytest.mark.ros
 

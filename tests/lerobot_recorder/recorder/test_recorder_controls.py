@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from recorder_helpers import record_one_episode, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_dataset import DatasetReader
 from lerobot_ros.testing import call_service, venv_script, wait_for_service
 
 pytestmark = pytest.mark.ros

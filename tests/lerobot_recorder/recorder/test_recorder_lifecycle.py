@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from recorder_helpers import CONTRACT
 
-from lerobot_recorder.dataset import DatasetWriter
+from lerobot_dataset import DatasetWriter
 
 pytestmark = pytest.mark.ros
 
@@ -64,7 +64,7 @@ def test_a_configure_failing_after_the_dataset_opened_lets_go_of_it(ros_domain: 
     """The subscriptions come last: a contract type with no Python module fails there, after the writer opened."""
     from rclpy.lifecycle import TransitionCallbackReturn
 
-    from lerobot_recorder.dataset.commit import acquire_lock
+    from lerobot_dataset.commit import acquire_lock
 
     contract = tmp_path / "tf.yaml"
     contract.write_text(

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from recorder_helpers import start_recorder, start_streams
 
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, feature_specs
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader, DatasetWriter, feature_specs
+from lerobot_dataset.validate import validate
 
 pytestmark = pytest.mark.ros
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from recorder_helpers import start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 
 pytestmark = pytest.mark.ros
 

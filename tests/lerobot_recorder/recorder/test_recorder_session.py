@@ -18,8 +18,8 @@ from recorder_helpers import (
     status_watcher,
 )
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.testing import venv_script
 
 pytestmark = pytest.mark.ros

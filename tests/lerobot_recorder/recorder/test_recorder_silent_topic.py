@@ -10,8 +10,8 @@ import pytest
 import yaml
 from recorder_helpers import CONTRACT, Diagnostics, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.dds import clean_stale_shm
 
 pytestmark = pytest.mark.ros

@@ -17,8 +17,8 @@ import yaml
 from recorder_helpers import start_recorder, status_watcher
 
 from lerobot_contract.time import NS
-from lerobot_recorder.bags.synthetic import SO101_JOINTS, SyntheticBagSpec, contract_for, joint_positions
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_bags.synthetic import SO101_JOINTS, SyntheticBagSpec, contract_for, joint_positions
+from lerobot_dataset import DatasetReader
 from lerobot_recorder.recorder.session import WAITING_FOR_CLOCK
 from lerobot_ros.testing import venv_script
 
@@ -37,7 +37,7 @@ def test_recorder_on_sim_time_records_the_bags_clock(processes: Any, ros_node: A
     from lerobot_msgs.msg import RecorderStatus
 
     spec = SyntheticBagSpec(duration_s=4.0, cameras=(), storage="mcap")
-    from lerobot_recorder.bags.synthetic import write_synthetic_bag
+    from lerobot_bags.synthetic import write_synthetic_bag
 
     bag = write_synthetic_bag(tmp_path / "bag", spec)
     contract = tmp_path / "contract.yaml"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from recorder_helpers import Diagnostics, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_ros.testing import call_service
 
 pytestmark = pytest.mark.ros

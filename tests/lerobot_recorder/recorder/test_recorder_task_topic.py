@@ -8,7 +8,7 @@ import time
 import pytest
 from recorder_helpers import record_one_episode, start_recorder, start_streams, status_watcher
 
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_dataset import DatasetReader
 
 pytestmark = pytest.mark.ros
 

@@ -12,7 +12,7 @@ import pytest
 
 from lerobot_contract import Contract
 from lerobot_contract.time import NS
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_dataset import DatasetReader
 from lerobot_recorder.recorder.errors import RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import build_typestore
 from lerobot_recorder.recorder.session import (

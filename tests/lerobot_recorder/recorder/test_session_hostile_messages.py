@@ -12,7 +12,7 @@ import pytest
 from test_session import TYPESTORE, Node, _header, image_cdr, joint_cdr, make_session
 
 from lerobot_contract.time import NS
-from lerobot_recorder.dataset import DatasetReader
+from lerobot_dataset import DatasetReader
 from lerobot_recorder.recorder.workflow import State
 
 

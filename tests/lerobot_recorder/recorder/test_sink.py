@@ -13,8 +13,8 @@ import pytest
 from lerobot_contract import Contract
 from lerobot_contract.align import AlignedFrame, Pick, Sample
 from lerobot_contract.frames import FrameDecoder
-from lerobot_recorder.dataset import DatasetReader, DatasetWriter, EncoderError, feature_specs
-from lerobot_recorder.dataset.validate import validate
+from lerobot_dataset import DatasetReader, DatasetWriter, EncoderError, feature_specs
+from lerobot_dataset.validate import validate
 from lerobot_recorder.recorder.sink import EpisodeSink, SinkEvent, is_disk_full
 
 CONTRACT = Contract.from_dict(

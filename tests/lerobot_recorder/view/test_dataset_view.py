@@ -24,7 +24,7 @@ from dataset_synthetic import (  # noqa: E402
     write_episodes,
 )
 
-from lerobot_recorder.dataset import DatasetReader  # noqa: E402
+from lerobot_dataset import DatasetReader  # noqa: E402
 from lerobot_ros.testing import reference_env, reference_python  # noqa: E402
 
 
@@ -116,7 +116,7 @@ def test_a_missing_video_file_hides_only_that_camera(tmp_path):
 def test_bag2dataset_dataset_shows_its_sync_report(tmp_path):
     from bag_helpers import SMALL, convert
 
-    from lerobot_recorder.bags.synthetic import contract_for, write_synthetic_bag
+    from lerobot_bags.synthetic import contract_for, write_synthetic_bag
 
     bag = write_synthetic_bag(tmp_path / "bag", SMALL)
     root = tmp_path / "from_bag"

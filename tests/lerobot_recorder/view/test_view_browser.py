@@ -21,7 +21,7 @@ import pytest
 from browser import HeadlessPage, chromium, free_port, pixels_near, served_output
 from PIL import Image
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetWriter, FeatureSpec
 from lerobot_recorder.view.entities import ACTION_COLOR, STATE_COLOR
 from lerobot_ros.testing import venv_script
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lerobot_recorder.dataset import DatasetWriter, FeatureSpec
+from lerobot_dataset import DatasetWriter, FeatureSpec
 from lerobot_recorder.view.web import TokenProxy, Upstreams
 from lerobot_ros.command import CommandError
 from lerobot_ros.testing import venv_script

@@ -58,11 +58,11 @@ def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from lerobot_contract import ContractError
+    from lerobot_dataset import DatasetReader
+    from lerobot_dataset.errors import DatasetError
     from lerobot_policy_node.core.errors import ObservationError, PolicyConfigError
     from lerobot_policy_node.core.observations import ActionMapping
     from lerobot_policy_node.core.replay import replay_plan
-    from lerobot_recorder.dataset import DatasetReader
-    from lerobot_recorder.dataset.errors import DatasetError
 
     if args.approach < 0 or args.max_velocity < 0 or args.wait <= 0:
         raise CommandError("--approach and --max-velocity must be >= 0 and --wait > 0")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lerobot_recorder.collection_command import (
+from lerobot_dataset.collection_command import (
     add_filter_arguments,
     add_merge_arguments,
     add_split_arguments,
@@ -20,7 +20,7 @@ from lerobot_recorder.collection_command import (
     run_merge,
     run_split,
 )
-from lerobot_recorder.hub_command import add_push_arguments, run_push
+from lerobot_dataset.hub_command import add_push_arguments, run_push
 from lerobot_recorder.view_command import add_dataset_view_arguments, run_dataset_view
 from lerobot_ros.command import Command, CommandError
 
@@ -48,8 +48,8 @@ def _human_size(size: float) -> str:
 
 
 def _run_info(args: argparse.Namespace) -> int:
-    from lerobot_recorder.dataset import DatasetError
-    from lerobot_recorder.dataset.meta import DatasetMeta, data_files
+    from lerobot_dataset import DatasetError
+    from lerobot_dataset.meta import DatasetMeta, data_files
 
     root: Path = args.root
     try:
@@ -100,8 +100,8 @@ def _add_validate(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    from lerobot_recorder.dataset import DatasetError, DatasetWriter
-    from lerobot_recorder.dataset.validate import validate
+    from lerobot_dataset import DatasetError, DatasetWriter
+    from lerobot_dataset.validate import validate
 
     root: Path = args.root
     if not root.is_dir():

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from lerobot_recorder.play_command import add_play, run_play
+from lerobot_bags.play_command import add_play, run_play
 from lerobot_ros.command import Command, CommandError, stop_on_signals
 
 

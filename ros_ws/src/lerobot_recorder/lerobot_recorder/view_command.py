@@ -205,11 +205,11 @@ def add_dataset_view_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_dataset_view(args: argparse.Namespace) -> int:
-    from lerobot_recorder.dataset import DatasetError, DatasetReader
+    from lerobot_dataset import DatasetError, DatasetReader
 
     if args.image_rate < 0:
         raise CommandError("--image-rate must be >= 0 (0 = every frame)")
-    from lerobot_recorder.hub import HubError, resolve_dataset_root
+    from lerobot_dataset.hub import HubError, resolve_dataset_root
 
     try:
         root = args.root = resolve_dataset_root(args.root)
@@ -239,7 +239,7 @@ def run_dataset_view(args: argparse.Namespace) -> int:
 
 
 def _show_episode(args: argparse.Namespace, reader: Any, rec: Any, sink: Sink) -> None:
-    from lerobot_recorder.dataset import DatasetError
+    from lerobot_dataset import DatasetError
     from lerobot_recorder.view.entities import EPISODE_TIME, ViewLogger
     from lerobot_recorder.view.episode import log_episode
 

@@ -195,8 +195,8 @@ def _record_more(
 
 def summarize_dataset(layout: DemoLayout) -> dict[str, Any]:
     """Dataset path, size, features, per-feature statistics, drops and expert outcomes, and its validation."""
-    from lerobot_recorder.dataset import DatasetReader
-    from lerobot_recorder.dataset.validate import validate
+    from lerobot_dataset import DatasetReader
+    from lerobot_dataset.validate import validate
 
     problems = validate(layout.dataset)
     reader = DatasetReader(layout.dataset)

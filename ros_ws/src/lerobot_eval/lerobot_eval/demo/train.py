@@ -28,7 +28,7 @@ def train(layout: DemoLayout, settings: DemoSettings, say: Callable[[str], None]
     """Train (or continue training) until `settings.train_steps`; returns the checkpoint directory."""
     import shutil
 
-    from lerobot_recorder.dataset import DatasetError
+    from lerobot_dataset import DatasetError
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import TrainConfig, Trainer
 

@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from builtin_interfaces.msg import Duration
@@ -34,8 +34,25 @@ from lerobot_policy_node.core.policies import TASK_KEY, ChunkPolicy
 from lerobot_policy_node.core.scheduling import InferenceScheduler, ObservationVerdict, SchedulerConfig
 from lerobot_ros.message_conversion import import_message_type
 
-if TYPE_CHECKING:
-    from lerobot_policy_node.nodes.policy_node import PolicyNode
+
+class LaneHost(Protocol):
+    """What the lanes use of the policy node that owns them (`nodes.policy_node.PolicyNode`): its rclpy API,
+    parameters, lock, clock, task, action check and worker-thread guard."""
+
+    params: Any
+    context: Any
+    _lock: Any
+    _task: str
+    _guard: Any
+
+    def _now_ns(self) -> int: ...
+    def _check_actions(self, actions: np.ndarray) -> str: ...
+    def create_publisher(self, *args: Any, **kwargs: Any) -> Any: ...
+    def create_subscription(self, *args: Any, **kwargs: Any) -> Any: ...
+    def destroy_publisher(self, publisher: Any) -> bool: ...
+    def destroy_subscription(self, subscription: Any) -> bool: ...
+    def get_clock(self) -> Any: ...
+    def get_logger(self) -> Any: ...
 
 
 def chunk_message(
@@ -86,7 +103,7 @@ class RobotLanes:
 
     def __init__(
         self,
-        node: PolicyNode,
+        node: LaneHost,
         policy: ChunkPolicy,
         contract: Contract,
         robots: tuple[str, ...],

@@ -32,9 +32,9 @@ from std_srvs.srv import Trigger
 
 from lerobot_contract import Contract, ContractError, load_contract
 from lerobot_contract.time import NS
+from lerobot_dataset import DatasetError
 from lerobot_msgs.action import RecordEpisode
 from lerobot_msgs.msg import RecorderStatus
-from lerobot_recorder.dataset import DatasetError
 from lerobot_recorder.recorder import RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import SequenceGaps, build_typestore
 from lerobot_recorder.recorder.parameters import RecorderParameters

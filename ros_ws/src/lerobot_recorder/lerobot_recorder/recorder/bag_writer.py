@@ -17,7 +17,7 @@ from typing import Any
 from rosbags.rosbag2 import StoragePlugin, WriterError
 from rosbags.typesys.store import Typestore
 
-from lerobot_recorder.bags.writer import Rosbag2Writer
+from lerobot_bags.writer import Rosbag2Writer
 from lerobot_recorder.recorder.errors import RecorderError, TopicSelectionError
 
 # Topics `--all` leaves out unless named: the graph's own chatter.

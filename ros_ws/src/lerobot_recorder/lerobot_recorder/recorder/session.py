@@ -32,14 +32,14 @@ from typing import Any, Protocol
 
 from rosbags.serde import SerdeError
 
+from lerobot_bags import cdr
 from lerobot_contract import ClockJumpError, Contract, MessageMismatchError
 from lerobot_contract.align import AlignFeature
 from lerobot_contract.frames import FrameDecoder
 from lerobot_contract.sampler import STAMP_REJECTIONS, LiveSampler
 from lerobot_contract.time import NS
-from lerobot_recorder import cdr
-from lerobot_recorder.dataset import DatasetWriter, feature_specs
-from lerobot_recorder.dataset.commit import uncommitted_dataset
+from lerobot_dataset import DatasetWriter, feature_specs
+from lerobot_dataset.commit import uncommitted_dataset
 from lerobot_recorder.recorder import status as status_mod
 from lerobot_recorder.recorder.errors import RecorderError, WorkflowError
 from lerobot_recorder.recorder.messages import has_header, header_stamp_ns
@@ -339,7 +339,7 @@ class RecordingSession:
     def _payloads(self, topic: str, raw: bytes) -> dict[str, Any]:
         """Per feature of `topic`, what the sampler keeps of a message: values in dataset units, or an image's raw
         bytes (decoded only for the frames that use it). A damaged message (the bag converter's checks:
-        `lerobot_recorder.cdr.checked_message`, and for images `FeatureContract.image_problem`, without decoding)
+        `lerobot_bags.cdr.checked_message`, and for images `FeatureContract.image_problem`, without decoding)
         raises MessageMismatchError with the reason, so frames hold the previous sound sample."""
         payloads: dict[str, Any] = {}
         msg: Any = None
@@ -611,7 +611,7 @@ class RecordingSession:
                 self.exit_code = 1
 
     def _push_to_hub(self) -> None:
-        from lerobot_recorder.hub import HubError, push_dataset
+        from lerobot_dataset.hub import HubError, push_dataset
 
         try:
             url = push_dataset(self.root, self.options.hub_repo_id, private=self.options.private)

@@ -22,7 +22,7 @@ from typing import Any
 from lerobot_contract import MessageMismatchError
 from lerobot_contract.align import AlignedFrame
 from lerobot_contract.frames import FrameDecoder
-from lerobot_recorder.dataset import DatasetError, DatasetWriter, EncoderError
+from lerobot_dataset import DatasetError, DatasetWriter, EncoderError
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""What the recorder reports: the `~/status` contents and the /diagnostics values, from a `RecordingSession`.
+"""What the recorder reports: the `~/status` contents and the /diagnostics values, from a `RecordingSession`
+(read through `SessionView`: the session calls these functions on itself).
 
 Pure (no rclpy): the node turns a `StatusSnapshot` into a lerobot_msgs/RecorderStatus and a `DiagnosticsReport`
 into a diagnostic_msgs/DiagnosticStatus.
@@ -9,15 +10,52 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from lerobot_contract.sampler import STAMP_REJECTIONS, LiveSampler
 from lerobot_contract.time import NS
 from lerobot_recorder.recorder.sink import EpisodeSink
-from lerobot_recorder.recorder.workflow import State
+from lerobot_recorder.recorder.workflow import EpisodeWorkflow, State
 
-if TYPE_CHECKING:
-    from lerobot_recorder.recorder.session import RecordingSession
+
+class _Options(Protocol):
+    @property
+    def repo_id(self) -> str: ...
+
+
+class SessionView(Protocol):
+    """What the status is made of: the fields of the recorder's session (`session.RecordingSession`) it reads."""
+
+    @property
+    def workflow(self) -> EpisodeWorkflow | None: ...
+    @property
+    def sampler(self) -> LiveSampler | None: ...
+    @property
+    def sink(self) -> EpisodeSink | None: ...
+    @property
+    def options(self) -> _Options: ...
+    @property
+    def root(self) -> Path: ...
+    @property
+    def config_error(self) -> str: ...
+    @property
+    def task_parameter(self) -> str: ...
+    @property
+    def episode_index(self) -> int: ...
+    @property
+    def num_saved(self) -> int: ...
+    @property
+    def last_episode(self) -> dict[str, Any]: ...
+    @property
+    def bad_messages(self) -> int: ...
+    @property
+    def bad_message_reasons(self) -> dict[str, dict[str, int]]: ...
+    @property
+    def lost_messages(self) -> dict[str, int]: ...
+    @property
+    def silent(self) -> set[str]: ...
+    def episode_counts(self) -> dict[str, int]: ...
 
 
 class Level(enum.IntEnum):
@@ -83,7 +121,7 @@ def episode_counts(sampler: LiveSampler | None, sink: EpisodeSink | None) -> dic
     return {"frames": report.frames_kept - sink.counters.overrun - sink.counters.bad_frames, "dropped": dropped}
 
 
-def session_state(session: RecordingSession) -> State:
+def session_state(session: SessionView) -> State:
     """The state `~/status` and /diagnostics both report: the workflow's; unconfigured, ERROR after a failed
     configure (`config_error`), else IDLE."""
     if session.workflow is not None:
@@ -91,7 +129,7 @@ def session_state(session: RecordingSession) -> State:
     return State.ERROR if session.config_error else State.IDLE
 
 
-def status_snapshot(session: RecordingSession, now_ns: int) -> StatusSnapshot:
+def status_snapshot(session: SessionView, now_ns: int) -> StatusSnapshot:
     """The status of `session` at `now_ns` (call under the session lock)."""
     workflow = session.workflow
     state = session_state(session)
@@ -115,7 +153,7 @@ def status_snapshot(session: RecordingSession, now_ns: int) -> StatusSnapshot:
     )
 
 
-def diagnostics_report(session: RecordingSession) -> DiagnosticsReport:
+def diagnostics_report(session: SessionView) -> DiagnosticsReport:
     """State, counters and sync quality of `session` (call under the session lock); the disk comes after."""
     values: dict[str, str] = {"root": str(session.root)}
     workflow, sampler, sink = session.workflow, session.sampler, session.sink

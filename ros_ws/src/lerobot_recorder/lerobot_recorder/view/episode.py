@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import rerun as rr
 
-from lerobot_recorder.dataset import DatasetError, DatasetReader
+from lerobot_dataset import DatasetError, DatasetReader
 from lerobot_recorder.view.entities import (
     EPISODE_TIME,
     FRAME,
@@ -48,7 +48,7 @@ class EpisodeView:
 
 
 def sync_report_path(root: Path) -> Path:
-    """Where bag2dataset keeps the sync report of the dataset at `root` (lerobot_recorder.bags.pipeline)."""
+    """Where bag2dataset keeps the sync report of the dataset at `root` (lerobot_bags.pipeline)."""
     return root.parent / f"{root.name}.sync_report.json"
 
 

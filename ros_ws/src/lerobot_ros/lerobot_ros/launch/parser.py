@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -65,6 +65,7 @@ from lerobot_ros.launch.substitutions import (
     typed_bool,
     unescape,
 )
+from lerobot_ros.launch.visit import Frame, Scope
 
 _CLI_ARGUMENT = re.compile(r"^([^\s:=]+):=(.*)$", re.DOTALL)
 _MAX_INCLUDE_DEPTH = 32
@@ -100,30 +101,6 @@ def _scalar_text(value: Any) -> str:
 
 
 @dataclass
-class _Scope:
-    """What a scoped `group` saves and restores: launch configurations and environment.
-
-    `global_params` / `global_remaps` live in launch's configurations too; like there, a list that
-    existed before a group is shared with it (a `set_parameter` inside the group extends it).
-    """
-
-    configurations: dict[str, str]
-    environ: dict[str, str]
-    env_changes: dict[str, str | None]
-    global_params: list[str] | None = None
-    global_remaps: list[tuple[str, str]] | None = None
-
-    def copy(self) -> _Scope:
-        return _Scope(
-            dict(self.configurations),
-            dict(self.environ),
-            dict(self.env_changes),
-            self.global_params,
-            self.global_remaps,
-        )
-
-
-@dataclass
 class _Deferred:
     """The actions of a `timer`, run after the file with the configurations of that time."""
 
@@ -133,23 +110,6 @@ class _Deferred:
     included_by: Location | None
     order: int
     cancel_on_shutdown: bool = True
-
-
-@dataclass
-class Frame:
-    """Where the visitor is: the file, its includer, the enclosing loops, the timer delay.
-
-    When surveying: whether an `if`/`unless`/timer is around, and the argument names given by each
-    include between the surveyed file and here.
-    """
-
-    path: Path
-    included_by: Location | None
-    delay: float = 0.0
-    loop_indices: dict[str, int] = field(default_factory=dict)
-    loop_values: dict[str, str] = field(default_factory=dict)
-    conditional: bool = False
-    given: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -204,7 +164,7 @@ class Planner:
         self.package_prefix = package_prefix
         self.find_executable = find_executable
         self.base_environ = dict(environ)
-        self.scope = _Scope(dict(cli_arguments), dict(environ), {})
+        self.scope = Scope(dict(cli_arguments), dict(environ), {})
         self.cwd = cwd
         self.processes: list[ProcessDescription] = []
         self.declarations: list[_Declaration] = []

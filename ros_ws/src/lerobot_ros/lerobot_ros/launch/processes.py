@@ -14,7 +14,7 @@ import shlex
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import yaml
 
@@ -30,9 +30,7 @@ from lerobot_ros.launch.errors import LaunchError, LaunchFileError, Location
 from lerobot_ros.launch.marked_yaml import MarkedList, MarkedMap
 from lerobot_ros.launch.parameters import ParameterTypeError, flatten_parameters, parameter_value
 from lerobot_ros.launch.substitutions import Template, evaluate
-
-if TYPE_CHECKING:
-    from lerobot_ros.launch.parser import Frame, Planner
+from lerobot_ros.launch.visit import Frame, Visitor
 
 ROS_NAMESPACE = "ros_namespace"  # the launch configuration push-ros-namespace sets
 NAME_TOKEN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -87,7 +85,7 @@ def _is_params_file(content: Any) -> bool:
     return all(holds_parameters(v) for v in content.values())
 
 
-def _process_common(planner: Planner, body: MarkedMap, location: Location, frame: Frame) -> dict[str, Any]:
+def _process_common(planner: Visitor, body: MarkedMap, location: Location, frame: Frame) -> dict[str, Any]:
     common: dict[str, Any] = {}
     env = {
         planner.sub(e["name"], location, frame): planner.sub(e["value"], location, frame) for e in body.get("env", ())
@@ -121,11 +119,11 @@ def _process_common(planner: Planner, body: MarkedMap, location: Location, frame
     return common
 
 
-def _label(planner: Planner, base: str) -> str:
+def _label(planner: Visitor, base: str) -> str:
     return f"{base}-{len(planner.processes) + 1}"
 
 
-def _check_program(planner: Planner, program: str, location: Location) -> None:
+def _check_program(planner: Visitor, program: str, location: Location) -> None:
     """A program given without a package must exist (launch would fail when starting it)."""
     if "/" in program:
         resolved = planner.resolve_path(program)
@@ -135,7 +133,7 @@ def _check_program(planner: Planner, program: str, location: Location) -> None:
         raise LaunchFileError(location, f"command {program!r} is not on PATH; install it or give its full path")
 
 
-def _prefix(planner: Planner, body: MarkedMap, location: Location, frame: Frame) -> list[str]:
+def _prefix(planner: Visitor, body: MarkedMap, location: Location, frame: Frame) -> list[str]:
     if "launch-prefix" not in body:
         return []
     text = planner.sub(body["launch-prefix"], location, frame)
@@ -145,7 +143,7 @@ def _prefix(planner: Planner, body: MarkedMap, location: Location, frame: Frame)
         raise LaunchFileError(location, f"launch-prefix {text!r}: {err}") from None
 
 
-def executable(planner: Planner, body: MarkedMap, location: Location, frame: Frame) -> None:
+def executable(planner: Visitor, body: MarkedMap, location: Location, frame: Frame) -> None:
     common = _process_common(planner, body, location, frame)
     command = planner.split(body["cmd"], location, frame)
     if not command or not command[0]:
@@ -158,7 +156,7 @@ def executable(planner: Planner, body: MarkedMap, location: Location, frame: Fra
     )
 
 
-def node(planner: Planner, body: MarkedMap, location: Location, frame: Frame) -> None:
+def node(planner: Visitor, body: MarkedMap, location: Location, frame: Frame) -> None:
     common = _process_common(planner, body, location, frame)
     executable = planner.sub(body["exec"], location, frame)
     package = planner.sub(body["pkg"], location, frame) if "pkg" in body else None
@@ -204,7 +202,7 @@ def node(planner: Planner, body: MarkedMap, location: Location, frame: Frame) ->
 
 
 def _parameters(
-    planner: Planner, entries: MarkedList | None, location: Location, frame: Frame
+    planner: Visitor, entries: MarkedList | None, location: Location, frame: Frame
 ) -> tuple[InlineParameters | ParameterFile, ...]:
     """One source per `param` entry, in order (launch_ros writes one params file per inline entry)."""
     if not entries:
@@ -223,7 +221,7 @@ def _parameters(
     return tuple(sources)
 
 
-def _parameter_tree(planner: Planner, entries: Sequence[MarkedMap], location: Location, frame: Frame) -> ParameterTree:
+def _parameter_tree(planner: Visitor, entries: Sequence[MarkedMap], location: Location, frame: Frame) -> ParameterTree:
     tree: ParameterTree = {}
     for entry in entries:
         name = planner.sub(entry["name"], location, frame)
@@ -244,7 +242,7 @@ def _parameter_tree(planner: Planner, entries: Sequence[MarkedMap], location: Lo
     return tree
 
 
-def _parameter_file(planner: Planner, entry: MarkedMap, location: Location, frame: Frame) -> ParameterFile | None:
+def _parameter_file(planner: Visitor, entry: MarkedMap, location: Location, frame: Frame) -> ParameterFile | None:
     """The params file of a `from` entry; None (with a warning) where it is not a file and is passed as given.
 
     launch_ros passes such a file on only when it is a file, and otherwise warns and starts the node

@@ -1,0 +1,1 @@
+"""The ROS shell of bag playback (`lerobot-ros bag play`)."""
