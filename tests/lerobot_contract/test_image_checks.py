@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from lerobot_contract import Contract, MessageMismatchError
 from lerobot_bags.synthetic import png_declaring
+from lerobot_contract import Contract, MessageMismatchError
 from lerobot_ros.images import compressed_dimensions, encode_jpeg
 
 SHAPE = [24, 32, 3]

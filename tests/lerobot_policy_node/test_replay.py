@@ -14,10 +14,10 @@ from test_policy_launch_files import launch_fake_follower
 
 from lerobot_contract import Contract
 from lerobot_contract.time import NS
-from lerobot_policy_node.core.errors import PolicyConfigError
-from lerobot_policy_node.core.replay import replay_plan
 from lerobot_dataset import DatasetWriter
 from lerobot_dataset.features import FeatureSpec
+from lerobot_policy_node.core.errors import PolicyConfigError
+from lerobot_policy_node.core.replay import replay_plan
 from lerobot_ros.testing import venv_script
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lerobot_dataset import DatasetReader
+from lerobot_dataset.validate import validate
 from lerobot_drivers.arms import get_arm
 from lerobot_drivers.arms.arm import default_fake_calibration
 from lerobot_drivers.motors.calibration import save_calibration
-from lerobot_dataset import DatasetReader
-from lerobot_dataset.validate import validate
 from lerobot_ros.testing import ManagedProcess, ProcessGroup, venv_script, wait_for_messages
 
 pytestmark = pytest.mark.ros

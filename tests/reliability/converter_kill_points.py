@@ -42,8 +42,8 @@ def make_inputs(work: Path) -> tuple[list[Path], Path]:
     """Synthetic bags (one camera encoded as video, joints) and their contract."""
     import yaml
 
-    from lerobot_contract.time import NS
     from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, write_synthetic_bag
+    from lerobot_contract.time import NS
 
     bags = []
     spec = SyntheticBagSpec()

@@ -297,8 +297,8 @@ class _BagBase:
     check_coverage = False
 
     def __init__(self) -> None:
-        from lerobot_contract import ContractError
         from lerobot_bags.errors import BagError
+        from lerobot_contract import ContractError
 
         self.clear_errors: tuple[type[BaseException], ...] = (BagError, ContractError)
         self.bags: dict[str, Path] = {}
@@ -582,12 +582,12 @@ class RecorderMessages:
         the joint states that are not mutated arrive as rclpy serializes them."""
         from rosbags.serde import SerdeError
 
+        from lerobot_bags import cdr
         from lerobot_contract import MessageMismatchError
         from lerobot_contract.align import AlignFeature
         from lerobot_contract.errors import ClockJumpError
         from lerobot_contract.frames import FrameDecoder
         from lerobot_contract.sampler import LiveSampler
-        from lerobot_bags import cdr
         from lerobot_recorder.recorder.messages import header_stamp_ns
 
         contract = self.contract

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lerobot_contract import Contract
 from lerobot_bags.convert import ConvertOptions, SplitRule
 from lerobot_bags.pipeline import ConversionResult, convert_bags
 from lerobot_bags.synthetic import SyntheticBagSpec
+from lerobot_contract import Contract
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_BAGS = REPO_ROOT.parent / "shared" / "fixtures" / "bags"

@@ -17,11 +17,11 @@ from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_contract import Contract
-from lerobot_contract.time import NS
 from lerobot_bags.errors import BagError
 from lerobot_bags.pipeline import DEFAULT_CODEC, report_path_for
 from lerobot_bags.synthetic import SyntheticBagSpec, camera_pixels, contract_for
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_dataset import DatasetReader
 from lerobot_dataset.layout import STAGING_DIR
 from lerobot_dataset.validate import validate

@@ -22,12 +22,12 @@ from bag_helpers import convert
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_contract import ContractError
-from lerobot_contract.time import NS
 from lerobot_bags.convert import ConvertOptions
 from lerobot_bags.errors import BagError, DiskFullError
 from lerobot_bags.reader import CORRUPT_ROW
 from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, joint_positions
+from lerobot_contract import ContractError
+from lerobot_contract.time import NS
 from lerobot_dataset import DatasetReader
 from lerobot_dataset.validate import validate
 from lerobot_ros.cli import main as cli_main

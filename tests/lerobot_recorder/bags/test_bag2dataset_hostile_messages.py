@@ -19,10 +19,10 @@ from bag_helpers import convert
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_contract import Contract
-from lerobot_contract.time import NS
 from lerobot_bags.errors import BagError
 from lerobot_bags.synthetic import SyntheticBagSpec, contract_for, joint_positions, png_declaring
+from lerobot_contract import Contract
+from lerobot_contract.time import NS
 from lerobot_dataset import DatasetReader
 
 TOPIC = "/follower/joint_states"

@@ -12,9 +12,9 @@ from bag_helpers import convert
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_contract import Contract
 from lerobot_bags.errors import BagError
 from lerobot_bags.reader import BagSource
+from lerobot_contract import Contract
 from lerobot_dataset import DatasetReader
 from lerobot_dataset.validate import validate
 

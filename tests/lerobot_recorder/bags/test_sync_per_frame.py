@@ -12,10 +12,10 @@ from bag_helpers import convert
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import Stores, get_typestore
 
-from lerobot_contract.align import Aligner, AlignFeature
-from lerobot_contract.time import NS
 from lerobot_bags.pipeline import report_path_for
 from lerobot_bags.synthetic import SyntheticBagSpec, contract_for
+from lerobot_contract.align import Aligner, AlignFeature
+from lerobot_contract.time import NS
 from lerobot_dataset import DatasetReader
 
 MakeBag = Callable[..., Path]

@@ -15,11 +15,11 @@ import pytest
 from recorder_helpers import start_streams
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
-from lerobot_contract.time import NS
 from lerobot_bags.errors import BagError
 from lerobot_bags.play import BagPlayback, PlayOptions, PlayQos, recorded_qos
 from lerobot_bags.reader import BagSource
 from lerobot_bags.synthetic import SyntheticBagSpec, write_synthetic_bag
+from lerobot_contract.time import NS
 from lerobot_ros.testing import venv_script
 
 FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "bags"
@@ -266,9 +266,9 @@ def test_a_bag_played_into_the_recorder_gives_bag2dataset_of_that_bag(
     from recorder_helpers import Diagnostics, record_one_episode, start_recorder, status_watcher
     from rosbags.rosbag2 import Writer
 
-    from lerobot_msgs.msg import RecorderStatus
     from lerobot_bags.synthetic import contract_for
     from lerobot_dataset import DatasetReader
+    from lerobot_msgs.msg import RecorderStatus
     from lerobot_recorder.recorder.messages import build_typestore
 
     spec = SyntheticBagSpec(duration_s=8.0, cameras=("front",), height=48, width=64, storage="sqlite3")

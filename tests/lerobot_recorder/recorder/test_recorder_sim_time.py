@@ -16,8 +16,8 @@ import pytest
 import yaml
 from recorder_helpers import start_recorder, status_watcher
 
-from lerobot_contract.time import NS
 from lerobot_bags.synthetic import SO101_JOINTS, SyntheticBagSpec, contract_for, joint_positions
+from lerobot_contract.time import NS
 from lerobot_dataset import DatasetReader
 from lerobot_recorder.recorder.session import WAITING_FOR_CLOCK
 from lerobot_ros.testing import venv_script
