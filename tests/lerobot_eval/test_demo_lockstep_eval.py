@@ -113,7 +113,7 @@ def test_demo_eval_through_ros_on_two_robots_reports_its_mode(tmp_path: Path, ro
 
 
 def test_record_speed_and_realtime_reach_the_launch_arguments(tmp_path: Path, monkeypatch) -> None:
-    """`demo record --record-speed F` caps the lockstep recording at F (0 = unlimited; default 1, real time);
+    """`demo record --record-speed F` caps the lockstep recording at F (0 = unlimited, the default; 1 = real time);
     `demo eval --realtime` asks the stack for SCHED_FIFO; a negative speed is one line."""
     import argparse
 
@@ -125,8 +125,8 @@ def test_record_speed_and_realtime_reach_the_launch_arguments(tmp_path: Path, mo
 
     parser = argparse.ArgumentParser()
     DEMO.add_arguments(parser)
-    assert command._settings(parser.parse_args(["record"])).record_real_time_factor == 1.0
-    assert command._settings(parser.parse_args(["record", "--record-speed", "0"])).record_real_time_factor == 0.0
+    assert command._settings(parser.parse_args(["record"])).record_real_time_factor == 0.0
+    assert command._settings(parser.parse_args(["record", "--record-speed", "1"])).record_real_time_factor == 1.0
     assert command._settings(parser.parse_args(["eval"])).eval_realtime is False
     assert command._settings(parser.parse_args(["eval", "--realtime"])).eval_realtime is True
     with pytest.raises(CommandError, match=r"^--record-speed must be >= 0 \(0 = unlimited\), got -1.0$"):

@@ -403,11 +403,12 @@ def start_stack(
                  "-p", "max_velocity:=1.5"], "executor")  # fmt: skip
     for name in ("driver", "executor"):
         started[name].wait_for_output("active", timeout=180)
-    # The probe starts before the policy: it sees the arm's pose before the first chunk.
+    # The probe starts before the policy, which starts once the probe has seen the arm's pose (before any chunk).
     probe_out = workdir / "probe.json"
     on("robot", [sys.executable, str(HERE / "probe.py"), "--out", str(probe_out), "--duration", str(record_s),
                  "--timeout", "300", *(["--wire-stats", str(stats)] if isinstance(hosts, TwoHosts) else [])],
        "probe")  # fmt: skip
+    started["probe"].wait_for_output("pose seen", timeout=180)
     policy_args = ["-p", f"contract:={contract}", "-p", "threshold:=0.0", "-p", "margin:=0.1"]
     policy_args += [arg for param in policy_params for arg in ("-p", param)]
     if variant == "node":

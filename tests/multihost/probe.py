@@ -1,6 +1,7 @@
 """Records, on the robot host, what the two-host stack does: chunks, joint states, executor and policy diagnostics.
 
-Started before the policy: keeps the arm's pose before any chunk, waits for the first ActionChunk, records for
+Started before the policy: prints "pose seen" with the first joint state it receives (the arm's pose before any
+chunk: the harness starts the policy only after that line), waits for the first ActionChunk, records for
 `--duration` s, writes JSON to `--out` and exits 0 (1: no chunk within `--timeout` s; whatever was seen is still
 written). With `--wire-stats`, the wire's counters at the start and end of the window are included. Receive
 times are this host's (the robot's) clock, the clock the chunks are stamped on, so receive - stamp is the
@@ -71,9 +72,13 @@ class Recorder:
 
     def _on_state(self, msg: JointState) -> None:
         with self.lock:
-            if self.start_ns is None:
+            if self.state_before is None:
+                # The first pose this probe sees; the policy is started after it, so no chunk moved the arm yet.
+                # (The last pose before this probe's first chunk is no such pose: its chunk subscription can be
+                # matched after the executor's, which then already drove the arm.)
                 self.state_before = [float(p) for p in msg.position]
-            else:
+                print("pose seen", flush=True)
+            if self.start_ns is not None:
                 self.states.append((self._now(), [float(p) for p in msg.position]))
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
