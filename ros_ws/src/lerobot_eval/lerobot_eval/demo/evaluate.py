@@ -95,7 +95,6 @@ class Supervisor:
         node.create_subscription(ActionChunk, "/policy/action_chunk", self._on_chunk, reliable)
         node.create_subscription(PolicyStatus, "/policy/status", self._on_status, latched)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
-        node.create_subscription(Image, f"/cameras/{CAMERA}/image_raw", self._on_image, qos_profile_sensor_data)
         node.create_subscription(StepOutcome, f"{NAMESPACE}/sim/step_outcome", self._on_outcome, reliable)
         self.ends: list[str] = []
         self.end_times: list[float] = []
@@ -108,6 +107,24 @@ class Supervisor:
         self.executor: dict[str, float] = {}
         self.frames: list[np.ndarray] | None = None
         self._image_count = 0
+        self._camera: Any = None
+
+    def watch_camera(self, stack: LaunchedStack) -> None:
+        """Subscribe to the sim's camera (for the GIF) and wait for its first image: the sim renders a camera only
+        while its topic has a subscriber (`lazy_cameras`), and the policy reads none."""
+        self.frames = []
+        self._camera = self.node.create_subscription(
+            Image, f"/cameras/{CAMERA}/image_raw", self._on_image, qos_profile_sensor_data
+        )
+        spin_until(self.node, lambda: self._image_count > 0, stack, 60.0, f"waiting for the {CAMERA} camera")
+        self.frames = []
+
+    def unwatch_camera(self) -> None:
+        """Drop the camera subscription: the sim stops rendering it."""
+        if self._camera is not None:
+            self.node.destroy_subscription(self._camera)
+            self._camera = None
+        self.frames = None
 
     def now_s(self) -> float:
         return float(self.node.get_clock().now().nanoseconds) * 1e-9
@@ -402,6 +419,8 @@ def _episode(
 ) -> dict[str, Any]:
     seed = settings.eval_seed + index
     supervisor.set_enabled(False, stack)
+    if index < settings.gif_episodes:
+        supervisor.watch_camera(stack)
     ends_before = len(supervisor.ends)
     start_stamp, sim_episode = supervisor.reset(seed, stack)
     spin_until(
@@ -412,7 +431,7 @@ def _episode(
         f"waiting for a chunk of episode {index}",
     )
     if index < settings.gif_episodes:
-        supervisor.frames = []
+        supervisor.frames = []  # from the episode's start
     first_chunk = len(supervisor.chunks)
     supervisor.set_enabled(True, stack)
     started = time.monotonic()
@@ -442,7 +461,7 @@ def _episode(
     append_jsonl(layout.chunk_log, [{"episode": index, **c} for c in chunks])
     if supervisor.frames:
         write_gif(layout.eval / f"episode_{index:03d}.gif", supervisor.frames, 30.0 / GIF_EVERY)
-    supervisor.frames = None
+    supervisor.unwatch_camera()
     # The reports that cover the episode's end (the nodes report once a second), then its signals.
     _spin_while(
         supervisor.node,
