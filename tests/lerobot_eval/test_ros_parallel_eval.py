@@ -55,9 +55,12 @@ def test_two_robots_through_ros_share_one_batching_policy_node(tmp_path: Path, r
     rows = report["per_episode"]
     assert [r["seed"] for r in rows] == [11, 12, 13] and report["num_envs"] == 2 and report["through_ros"]
     assert {r["robot"] for r in rows} == {"/robot_0", "/robot_1"}  # both robots ran episodes
-    assert all(r["end"] == "time_limit" and r["chunks"] > 0 and r["steps"] > 0 for r in rows), [
-        {k: r.get(k) for k in ("end", "chunks", "steps", "duration_s", "why")} for r in rows
-    ]
+    # A 1 s episode whose first chunk came after its time limit (a loaded machine) is an outcome the evaluation
+    # reports as late_start, not an error; the others were driven by chunks.
+    summary = [{k: r.get(k) for k in ("end", "chunks", "steps", "duration_s", "why")} for r in rows]
+    assert all(r["end"] == "time_limit" for r in rows), summary
+    assert all((r["chunks"] > 0 and r["steps"] > 0) or r["cause"] == "late_start" for r in rows), summary
+    assert any(r["chunks"] > 0 and r["steps"] > 0 for r in rows), summary
     # Each failure names its cause from the robot's own executor and sim reports over the episode.
     assert all(r["cause"] in CAUSES and r["why"].startswith(r["cause"]) for r in rows), rows
     assert all(r["signals"]["steps"] == r["steps"] + r["signals"]["steps_before_control"] for r in rows)
