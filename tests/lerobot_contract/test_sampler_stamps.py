@@ -283,3 +283,41 @@ def test_stamps_leaping_ahead_beyond_clock_jump_still_end_the_episode() -> None:
             t = 1000 * MS + i * 10 * MS
             s.push("joints", t + 3 * NS, i, receive_ns=t + BEHIND + 1 * MS)
     assert s.rejected.get("future", 0) >= 1
+
+
+def _push_both(s: LiveSampler, start_ms: int, end_ms: int, stamp_ahead_ns: int) -> None:
+    """Joints every 10 ms and the camera every ~33 ms in [start_ms, end_ms), stamped `stamp_ahead_ns` ahead."""
+    for t in range(start_ms * MS, end_ms * MS, 10 * MS):
+        receive = t + BEHIND + 1 * MS
+        s.push("joints", t + stamp_ahead_ns, t, receive_ns=receive)
+        if t % (30 * MS) == 0:
+            s.push("cam", t + stamp_ahead_ns, t, receive_ns=receive)
+        s.poll(receive)
+
+
+def test_the_estimate_rises_again_after_stamps_ahead_moved_it_down() -> None:
+    """Both topics stamped 0.9 s ahead for 2 s move the estimate 0.9 s down (five samples agree); when the stamps
+    are right again, every delivery sits 0.9 s behind that estimate: within two windows (4 s) the estimate is the
+    true offset again and an episode gets its frames. An estimate that only falls read the clock 0.9 s ahead for
+    good: every later sample fell before each episode's start, and the episodes stayed empty."""
+    s = make()
+    _push_both(s, 0, 1000, 0)
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    _push_both(s, 1000, 3000, 900 * MS)
+    assert s.clock.offset_ns == BEHIND + 1 * MS - 900 * MS
+    _push_both(s, 3000, 8000, 0)
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    s.start(8000 * MS + BEHIND + 1 * MS)
+    frames = feed(s, 8000, 9000)
+    frames += [f.slot for f in s.stop(9000 * MS + BEHIND + 1 * MS)]
+    assert len(frames) >= 29 and frames == list(range(len(frames)))
+
+
+def test_the_estimate_follows_a_transport_delay_that_grew() -> None:
+    """Deliveries 1 ms late, then 40 ms late for good (a loaded link): the estimate follows up within two windows,
+    so the clock's reading no longer runs ahead of the stamps by the difference."""
+    s = make()
+    feed(s, 0, 1000)
+    assert s.clock.offset_ns == BEHIND + 1 * MS
+    feed(s, 1000, 6000, behind=BEHIND + 39 * MS)
+    assert s.clock.offset_ns == BEHIND + 40 * MS

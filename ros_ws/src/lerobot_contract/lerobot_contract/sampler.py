@@ -78,13 +78,18 @@ CLOCK_CONFIRM_SAMPLES = 5
 # The least a stamp may be ahead of the clock and still be taken, whatever the latency window (even 0): offsets
 # read on sim time move in steps of the /clock period (10 ms at the usual 100 Hz), so smaller leads are noise.
 MIN_AHEAD_NS = 10_000_000
+# The offset estimate is taken from the samples of the last one to two windows of this length (receive time), so
+# it follows a clock or a transport delay that moved either way within two windows.
+STAMP_CLOCK_WINDOW_NS = 2 * NS
 
 
 class StampClock:
     """The offset (receive time - stamp) between the recorder's clock and the stamps' clock, robust to outliers.
 
-    The estimate is the second smallest accepted offset (the smallest transport delay seen, but never set by one
-    sample alone). A sample is accepted when its stamp is at most `ahead_ns` ahead of the clock's reading
+    The estimate is the second smallest offset accepted in the current and the previous window of `window_ns`
+    receive time (the smallest transport delay seen lately, but never set by one sample alone): it falls at once
+    when deliveries get faster and rises within two windows when every delivery is slower, e.g. after samples
+    stamped ahead moved it too low. A sample is accepted when its stamp is at most `ahead_ns` ahead of the clock's reading
     (receive time - estimate) and at most `bound_ns` behind it; behind by more, it is still accepted when its
     stamp follows on from its topic's previous one (a late delivery: the recorder stalled). Any other sample is
     refused ("future" or "far_past") unless `confirm` consecutive refused samples agree with each other: then
@@ -99,24 +104,36 @@ class StampClock:
     would make every later genuine sample of the topic look out of order.
     """
 
-    def __init__(self, bound_ns: int, confirm: int = CLOCK_CONFIRM_SAMPLES, ahead_ns: int | None = None) -> None:
+    def __init__(
+        self,
+        bound_ns: int,
+        confirm: int = CLOCK_CONFIRM_SAMPLES,
+        ahead_ns: int | None = None,
+        window_ns: int = STAMP_CLOCK_WINDOW_NS,
+    ) -> None:
         if bound_ns <= 0:
             raise ValueError(f"bound_ns must be positive, got {bound_ns}")
         if confirm < 1:
             raise ValueError(f"confirm must be >= 1, got {confirm}")
         if ahead_ns is not None and not 0 < ahead_ns <= bound_ns:
             raise ValueError(f"ahead_ns must be in (0, bound_ns={bound_ns}], got {ahead_ns}")
+        if window_ns <= 0:
+            raise ValueError(f"window_ns must be positive, got {window_ns}")
+        self.window_ns = window_ns
         self.bound_ns = bound_ns
         self.ahead_ns = bound_ns if ahead_ns is None else ahead_ns
         self.confirm = confirm
         self.accepted = 0  # samples accepted on the current clock
-        self._low: list[int] = []  # the two smallest accepted offsets
+        self._low: list[int] = []  # the two smallest offsets accepted in the current window
+        self._previous: list[int] = []  # ... and in the window before it
+        self._window_start: int | None = None
         self._challenger: list[int] = []
 
     @property
     def offset_ns(self) -> int | None:
         """receive - stamp of the current clock (None before the first sample)."""
-        return self._low[-1] if self._low else None
+        both = sorted([*self._previous, *self._low])[:2]
+        return both[-1] if both else None
 
     @property
     def settled(self) -> bool:
@@ -135,7 +152,7 @@ class StampClock:
         estimate = self.offset_ns
         ahead = 0 if estimate is None else estimate - offset  # how far the stamp is beyond the clock's reading
         if -self.bound_ns <= ahead <= self.ahead_ns:
-            self._accept(offset)
+            self._accept(offset, receive_ns)
             self._challenger.clear()
             return None
         assert estimate is not None
@@ -148,9 +165,9 @@ class StampClock:
             self._challenger = [offset]
         if len(self._challenger) >= self.confirm:
             new, self._challenger = self._challenger, []
-            self._low, self.accepted = [], 0
+            self._low, self._previous, self._window_start, self.accepted = [], [], None, 0
             for value in new:
-                self._accept(value)
+                self._accept(value, receive_ns)
             assert self.offset_ns is not None
             return "reset" if self.offset_ns > estimate else "ahead"
         return "future" if ahead > 0 else "far_past"
@@ -160,8 +177,12 @@ class StampClock:
         """Refused samples in a row that agree with each other on another clock."""
         return len(self._challenger)
 
-    def _accept(self, offset: int) -> None:
+    def _accept(self, offset: int, receive_ns: int) -> None:
         self.accepted += 1
+        if self._window_start is None:
+            self._window_start = receive_ns
+        elif receive_ns - self._window_start >= self.window_ns:
+            self._previous, self._low, self._window_start = self._low, [], receive_ns
         self._low = sorted([*self._low, offset])[:2]
 
 
