@@ -89,8 +89,8 @@ class StampClock:
     The estimate is the second smallest offset accepted in the current and the previous window of `window_ns`
     receive time (the smallest transport delay seen lately, but never set by one sample alone): it falls at once
     when deliveries get faster and rises within two windows when every delivery is slower, e.g. after samples
-    stamped ahead moved it too low. A sample is accepted when its stamp is at most `ahead_ns` ahead of the clock's reading
-    (receive time - estimate) and at most `bound_ns` behind it; behind by more, it is still accepted when its
+    stamped ahead moved it too low. A sample is accepted when its stamp is at most `ahead_ns` ahead of the clock's
+    reading (receive time - estimate) and at most `bound_ns` behind it; behind by more, it is still accepted when its
     stamp follows on from its topic's previous one (a late delivery: the recorder stalled). Any other sample is
     refused ("future" or "far_past") unless `confirm` consecutive refused samples agree with each other: then
     the clock really moved, and the check says which way ("reset": the stamps went back, "ahead": they moved

@@ -74,8 +74,7 @@ class Supervisor:
 
     def __init__(self, node: Any) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-        from sensor_msgs.msg import Image
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from std_msgs.msg import String
         from std_srvs.srv import SetBool
 
@@ -112,6 +111,9 @@ class Supervisor:
     def watch_camera(self, stack: LaunchedStack) -> None:
         """Subscribe to the sim's camera (for the GIF) and wait for its first image: the sim renders a camera only
         while its topic has a subscriber (`lazy_cameras`), and the policy reads none."""
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import Image
+
         self.frames = []
         self._camera = self.node.create_subscription(
             Image, f"/cameras/{CAMERA}/image_raw", self._on_image, qos_profile_sensor_data
