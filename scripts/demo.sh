@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main-job command (`make demo`): the whole mission in simulation, about 15 minutes on 2 cores.
+# The README's main-job command (`make demo`): the whole mission in simulation, about 9 minutes on 2 idle cores.
 # `lerobot-ros demo all` records demonstrations of the simulated SO-101 (MuJoCo sim bridge + scripted
 # pick-and-place expert + recorder -> LeRobot v3 dataset), trains ACT on them on CPU, deploys the policy with
 # the policy node and the action executor against the sim in real time on unseen seeds, and writes
