@@ -145,7 +145,7 @@ def rule_frames(contract_file: Path, streams: dict[str, KnownStream], t0: int) -
 
 
 @pytest.mark.ros
-def test_observation_at_t_is_the_recorders_frame_for_t(ros_node, tmp_path) -> None:
+def test_observation_at_t_is_the_recorders_frame_for_t(ros_node: Any, tmp_path: Path) -> None:
     from sensor_msgs.msg import Image, JointState
 
     contract_file = known_contract(tmp_path)
@@ -165,7 +165,7 @@ def test_observation_at_t_is_the_recorders_frame_for_t(ros_node, tmp_path) -> No
                 assert robot.last_observation_time_ns is not None
                 observed.append((robot.last_observation_time_ns, observation))
                 time.sleep(1 / 30)
-            late = robot._connected()._assembler._sampler.live.late_samples  # type: ignore[union-attr]
+            late = robot._connected()._assembler._sampler.live.late_samples
         finally:
             robot.disconnect()
         time.sleep(0.3)  # the streams go on past the last observed frame, so the rule releases it too
