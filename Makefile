@@ -36,8 +36,9 @@ reliability:
 test-browser:
 	LEROBOT_ROS_BROWSER=1 .venv/bin/python -m pytest tests/lerobot_recorder/view tests/docs -m browser -q $(ARGS)
 
-# LeRobot's own lerobot-record/-teleoperate/-replay on the fake-hardware SO-101 through lerobot_plugins/ (sets up
-# LeRobot's environment with the plugins first: ROS wheels on the first run, then seconds).
+# LeRobot's own lerobot-record/-teleoperate/-replay and async inference (policy_server + robot_client) on the
+# fake-hardware SO-101 through lerobot_plugins/ (sets up LeRobot's environment with the plugins first: ROS wheels on
+# the first run, then seconds).
 test-plugins:
 	bash scripts/setup.sh --with-lerobot-plugins
 	.venv/bin/python -m pytest tests/lerobot_plugins -q $(ARGS)

@@ -261,10 +261,20 @@ if [[ $WITH_REFERENCE == 1 ]]; then
     step "LeRobot plugins in LeRobot's environment ($REF_VENV)"
     plugin_pkgs=(ros_ws/src/lerobot_contract ros_ws/src/lerobot_ros ros_ws/src/lerobot_policy_node training "${PLUGINS[@]}")
     ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt "${PLUGINS[@]/%//pyproject.toml}")
-    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun'
+    # LeRobot's python with the training extras (draccus: LeRobot's scripts parse their options with it), run in a
+    # throwaway folder because LeRobot's async inference modules create a logs/ folder in the working directory.
+    ref_python() {
+      local dir rc=0
+      dir=$(mktemp -d)
+      (cd "$dir" && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" \
+        "$REF_PY" "$@") || rc=$?
+      rm -rf "$dir"
+      return $rc
+    }
+    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun
+import lerobot.async_inference.policy_server, lerobot.async_inference.robot_client'
     if [[ ! -f "$REF_VENV/.plugins-stamp" || "$(cat "$REF_VENV/.plugins-stamp")" != "$ref_plugins_hash" ]] \
-        || ! env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" \
-          -c "$ref_check" 2>/dev/null; then
+        || ! ref_python -c "$ref_check" 2>/dev/null; then
       sed '/^# Interface generation/,$d' "$ROOT/requirements/ros.txt" > "$REF_VENV/ros-runtime.txt"
       "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" -r "$REF_VENV/ros-runtime.txt" \
         2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
@@ -274,7 +284,7 @@ if [[ $WITH_REFERENCE == 1 ]]; then
       for p in "${plugin_pkgs[@]}"; do ref_editable+=(-e "$ROOT/$p"); done
       "$REF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "${ref_editable[@]}" \
         2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-      env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" -c "$ref_check
+      ref_python -c "$ref_check
 from lerobot.utils.import_utils import register_third_party_plugins
 from lerobot.robots.config import RobotConfig
 from lerobot.teleoperators.config import TeleoperatorConfig
