@@ -8,15 +8,28 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from lerobot_contract import load_contract
+from lerobot_ros.testing import reference_venv
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lerobot_policy_node"))
 from test_policy_launch_files import launch_fake_follower  # noqa: E402  (the fake-hardware SO-101 follower)
 
-__all__ = ["REPO", "StampedHistory", "arm_contract", "launch_fake_follower"]
+__all__ = ["LEROBOT_SCRIPT_MARKS", "REPO", "StampedHistory", "arm_contract", "launch_fake_follower"]
+
+# The marks of a test that runs LeRobot's own scripts in LeRobot's environment with the plugins installed.
+LEROBOT_SCRIPT_MARKS = [
+    pytest.mark.ros,
+    pytest.mark.reference,
+    pytest.mark.skipif(
+        not (reference_venv() / ".plugins-stamp").is_file(),
+        reason="needs the LeRobot plugins in LeRobot's reference env (.venv-lerobot-ref): "
+        "scripts/setup.sh --with-lerobot-plugins",
+    ),
+]
 
 
 def arm_contract(tmp_path: Path, keys: tuple[str, ...] = ("observation.state", "action"), **topics: str) -> Path:

@@ -13,24 +13,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 import yaml
-from plugin_stack import StampedHistory, arm_contract, launch_fake_follower
+from plugin_stack import LEROBOT_SCRIPT_MARKS, StampedHistory, arm_contract, launch_fake_follower
 from test_camera_core import TOPIC, ImageStream
 from test_lerobot_scripts import NAMES, lerobot_env, run_lerobot
 
 from lerobot_contract import load_contract
 from lerobot_ros.testing import reference_venv
 
-pytestmark = [
-    pytest.mark.ros,
-    pytest.mark.reference,
-    pytest.mark.skipif(
-        not (reference_venv() / ".plugins-stamp").is_file(),
-        reason="needs the LeRobot plugins in LeRobot's reference env (.venv-lerobot-ref): "
-        "scripts/setup.sh --with-lerobot-plugins",
-    ),
-]
+pytestmark = LEROBOT_SCRIPT_MARKS
 
 IMAGE_H, IMAGE_W = 24, 32  # ImageStream's default size
 PAN_STEP_DEG = 15.0  # the policy's target: the follower's start pose with shoulder_pan moved by this much

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from plugin_stack import REPO, StampedHistory, arm_contract, launch_fake_follower
+from plugin_stack import LEROBOT_SCRIPT_MARKS, REPO, StampedHistory, arm_contract, launch_fake_follower
 
 from lerobot_contract import load_contract
 from lerobot_ros.testing import reference_env, reference_venv
@@ -23,15 +23,7 @@ from lerobot_ros.testing import reference_env, reference_venv
 NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]
 OFFSET_RAD = np.radians(25.0)  # the leader's shoulder_pan, away from the follower's start
 
-pytestmark = [
-    pytest.mark.ros,
-    pytest.mark.reference,
-    pytest.mark.skipif(
-        not (reference_venv() / ".plugins-stamp").is_file(),
-        reason="needs the LeRobot plugins in LeRobot's reference env (.venv-lerobot-ref): "
-        "scripts/setup.sh --with-lerobot-plugins",
-    ),
-]
+pytestmark = LEROBOT_SCRIPT_MARKS
 
 
 def lerobot_env(workdir: Path) -> dict[str, str]:
