@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from plugin_stack import REPO, StampedHistory, arm_contract, launch_fake_follower
 
 from lerobot_contract import ContractError, load_contract
@@ -48,13 +49,31 @@ def test_missing_topic_at_connect_is_one_line(ros_domain: int, tmp_path: Path) -
     assert not robot.is_connected
 
 
+def as_trajectory_action(contract_file: Path) -> None:
+    """The contract's action as a JointTrajectory on the follower's joint_trajectory topic (what ros2_control's
+    JointTrajectoryController takes, and the arm driver too)."""
+    data = yaml.safe_load(contract_file.read_text())
+    data["features"]["action"].update(
+        topic="/follower/joint_trajectory",
+        type="trajectory_msgs/msg/JointTrajectory",
+        field="points.0.positions",
+        joint_names_field="joint_names",
+    )
+    contract_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 @pytest.mark.ros
-def test_observations_follow_the_alignment_rule_and_actions_move_the_follower(processes, ros_node, tmp_path) -> None:
+@pytest.mark.parametrize("command", ["joint_commands", "joint_trajectory"])
+def test_observations_follow_the_alignment_rule_and_actions_move_the_follower(
+    processes, ros_node, tmp_path, command: str
+) -> None:
     import rclpy
     from sensor_msgs.msg import JointState
 
     robot_config = launch_fake_follower(processes, tmp_path)
     contract_file = arm_contract(tmp_path)
+    if command == "joint_trajectory":
+        as_trajectory_action(contract_file)
     state = load_contract(contract_file).features["observation.state"]
     history = StampedHistory(ros_node, JointState, "/follower/joint_states")
     deadline = time.monotonic() + 120

@@ -13,9 +13,11 @@ class RosRobotConfig(RobotConfig):
     """A ROS 2 robot described by a lerobot-ros contract.
 
     Attributes:
-        contract: a preset (so101, so100, koch: the real or fake-hardware arm stacks; so101_sim: the simulation)
-            or the path of a contract file. Its `observation.*` features are the observations, its `action`
-            feature (a sensor_msgs/JointState topic) takes the actions.
+        contract: a preset (so101, so100, koch: the real or fake-hardware arm stacks; so101_sim: the simulation;
+            ros2_control_arm: /joint_states and a JointTrajectoryController; mobile_base: /odom and /cmd_vel) or
+            the path of a contract file. Its `observation.*` features are the observations, its `action` feature
+            takes the actions, published in its own message type (JointState, JointTrajectory, Float64MultiArray,
+            Twist...).
         robot_config: a robot configuration (config/robots/*.yaml) whose executor or arm-driver section gives
             joint limits and a velocity limit: actions are then clipped and rate-limited by the action executor
             before they are published. Empty: actions go straight to the action topic.

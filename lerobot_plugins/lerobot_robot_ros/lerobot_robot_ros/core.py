@@ -7,8 +7,9 @@ the project's packages are.
 * `get_observation()` returns the newest frame aligned by the project's rule (`ContractLink`: the recorder's and
   the policy node's sampler and frame decoder), in the contract's dataset units (LeRobot's: degrees, gripper
   0..100 for the shipped arm contracts).
-* `send_action()` converts the action back to ROS units and publishes a JointState on the contract's `action`
-  topic, first through the action executor's limits (joint range, max velocity) when `robot_config` is given.
+* `send_action()` converts the action back to ROS units and publishes it on the contract's `action` topic in the
+  feature's own message type (`ActionCommand`: JointState, JointTrajectory, Float64MultiArray, Twist...), first
+  through the action executor's limits (joint range, max velocity) when `robot_config` is given.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy.typing as npt
 
 from lerobot_contract import Contract
 from lerobot_contract.time import NS
+from lerobot_robot_ros.command import ActionCommand
 from lerobot_robot_ros.features import RobotFeatures, resolve_contract
 from lerobot_robot_ros.link import ContractLink, RosLinkError
 
@@ -54,6 +56,7 @@ class ContractRobot:
         self.observation_timeout_s = observation_timeout_s
         self._link: ContractLink | None = None
         self._limiter: Any = None
+        self._command: ActionCommand | None = None
         self.last_observation_time_ns: int | None = None
 
     @property
@@ -62,17 +65,17 @@ class ContractRobot:
 
     def connect(self) -> None:
         """Join the ROS graph and wait for the first aligned observation (RosLinkError in one line otherwise)."""
-        limits = self._load_limits()  # a bad robot_config fails before anything starts
+        limits = self._load_limits()  # a bad robot_config or action message fails before anything starts
+        command = ActionCommand(self._action(), self.contract.fps)
         link = ContractLink(self.contract, self.features.observations, "lerobot_robot_ros")
         link.open(self.connect_timeout_s)
         try:
-            from sensor_msgs.msg import JointState
-
-            link.matched_publisher(JointState, self._action().topic, self.connect_timeout_s)
+            link.matched_publisher(command.msg_type, self._action().topic, self.connect_timeout_s)
         except BaseException:
             link.close()
             raise
         self._link = link
+        self._command = command
         if limits is not None:
             self._limiter = self._make_limiter(limits)
 
@@ -84,10 +87,11 @@ class ContractRobot:
         action = self._action()
         executor = self.executor_name or f"{action.topic.rsplit('/', 1)[0]}/action_executor"
         limits = load_robot_limits(self.robot_config, executor)
-        if limits.joint_names != tuple(action.joints or ()):
+        driven = tuple(action.joints or action.names or ())
+        if limits.joint_names != driven:
             raise ValueError(
                 f"{self.robot_config}: limits are for joints {list(limits.joint_names)}, contract "
-                f"{self.contract.source} drives {list(action.joints or ())}"
+                f"{self.contract.source} drives {list(driven)}"
             )
         return limits
 
@@ -134,8 +138,7 @@ class ContractRobot:
     def send_action(self, action: dict[str, Any]) -> dict[str, float]:
         """Publish `action` (dataset units) on the contract's action topic; returns the action actually sent."""
         link = self._connected()
-        from sensor_msgs.msg import JointState
-
+        assert self._command is not None  # set by connect()
         feature = self._action()
         units = feature.joint_units()
         target: npt.NDArray[np.float64] = np.asarray(units.inverse(self.features.action_vector(action)), dtype=float)
@@ -145,11 +148,8 @@ class ContractRobot:
             now = link.now_ns()
             self._limiter.submit(Chunk(now, NS // self.contract.fps, target[None, :]), now)
             target = np.asarray(self._limiter.target(now), dtype=np.float64)
-        msg = JointState()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(link.stamp_now_ns(), NS)
-        msg.name = list(feature.joints or ())
-        msg.position = [float(x) for x in target]
-        link.publisher(JointState, feature.topic).publish(msg)
+        msg = self._command.message(target, link.stamp_now_ns())
+        link.publisher(self._command.msg_type, feature.topic).publish(msg)
         return self.features.action_dict(units.apply(target))
 
     def disconnect(self) -> None:
@@ -158,6 +158,7 @@ class ContractRobot:
             self._link.close()
         self._link = None
         self._limiter = None
+        self._command = None
 
     def _connected(self) -> ContractLink:
         if self._link is None or not self._link.is_open:

@@ -24,7 +24,7 @@ ACTION_KEY = "action"
 OBSERVATION_PREFIX = "observation."
 IMAGES_PREFIX = "observation.images."
 # The contracts lerobot_ros installs (config/contracts/<name>.yaml), usable by name.
-PRESETS = ("so101", "so100", "koch", "so101_sim")
+PRESETS = ("so101", "so100", "koch", "so101_sim", "ros2_control_arm", "mobile_base")
 
 
 class ActionMismatchError(ValueError):
@@ -71,9 +71,12 @@ class RobotFeatures:
                     contract.source, f"features.{key}", "depth images have no LeRobot robot feature; leave it out"
                 )
         action = contract.features.get(ACTION_KEY)
-        if need_action and (action is None or action.is_image or action.type != "sensor_msgs/msg/JointState"):
+        if need_action and (action is None or action.is_image):
             raise ContractError(
-                contract.source, f"features.{ACTION_KEY}", "the robot needs a sensor_msgs/msg/JointState action feature"
+                contract.source,
+                f"features.{ACTION_KEY}",
+                "the robot needs a vector action feature (e.g. a sensor_msgs/msg/JointState, "
+                "trajectory_msgs/msg/JointTrajectory or geometry_msgs/msg/Twist topic)",
             )
         features = cls(contract, observations, action)
         names = [name for key in observations for name in features._names(key)]

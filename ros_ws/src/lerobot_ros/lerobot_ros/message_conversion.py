@@ -156,6 +156,34 @@ def import_message_type(name: str) -> type:
     return cls
 
 
+def field_type(cls: type, path: str) -> Any:
+    """The rosidl type at dotted `path` inside message class `cls` (a number steps into an array's elements):
+    `field_type(JointTrajectory, "points.0.positions")` is `sequence<double>` (UnknownFieldError naming the part)."""
+    current: Any = cls
+    slot: Any = None
+    walked: list[str] = []
+    for part in path.split("."):
+        if part.isdigit():
+            if not isinstance(slot, idl.AbstractNestedType):
+                raise UnknownFieldError(f"invalid field path {path!r}: {'.'.join(walked)!r} is not an array")
+            slot = slot.value_type
+        else:
+            if not is_message_class(current):
+                raise UnknownFieldError(f"invalid field path {path!r}: {'.'.join(walked)!r} has no fields")
+            fields = {f.name: f.type for f in message_fields(current)}
+            if part not in fields:
+                raise UnknownFieldError(_unknown_field_message(path, walked, part, list(fields)))
+            slot = fields[part]
+        current = _class_of(slot) if isinstance(slot, idl.NamespacedType) else None
+        walked.append(part)
+    return slot
+
+
+def is_array_type(slot_type: Any) -> bool:
+    """True for array, bounded and unbounded sequence types (not strings)."""
+    return isinstance(slot_type, idl.AbstractNestedType)
+
+
 def _class_of(namespaced: Any) -> type:
     module = importlib.import_module(".".join(namespaced.namespaces))
     cls = getattr(module, namespaced.name)
