@@ -270,9 +270,10 @@ def main() -> int:
     env.setdefault("MUJOCO_GL", "egl")
     base = Path(args.keep).resolve() if args.keep else Path(tempfile.mkdtemp(prefix="eval_under_load_"))
     base.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    path = RESULTS / ("eval_under_load_quick.json" if args.quick else "eval_under_load.json")
     try:
         work = checkpoint(args, base / "demo", env)
-        results = []
         for level in levels:
             for realtime in (False,) if args.no_realtime_variant else (False, True):
                 name = f"{level}{'-realtime' if realtime else ''}"
@@ -287,9 +288,16 @@ def main() -> int:
                     f"{row['load1']['min']:.1f}-{row['load1']['max']:.1f}, {row['wall_s']} s",
                     flush=True,
                 )
+                write_report(path, args, results, complete=False)  # what is measured survives a later failure
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
+    write_report(path, args, results, complete=True)
+    print(f"wrote {path}")
+    return 0
+
+
+def write_report(path: Path, args: argparse.Namespace, results: list[dict[str, Any]], complete: bool) -> None:
     report = {
         "bench": "eval_under_load",
         "quick": args.quick,
@@ -298,14 +306,12 @@ def main() -> int:
         "eval_max_s": args.eval_max_s,
         "seeds": [1000, 1000 + args.episodes - 1],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "complete": complete,
         "levels": results,
         "headline": headline(results),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("eval_under_load_quick.json" if args.quick else "eval_under_load.json")
     path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {path}")
-    return 0
 
 
 def _ms(seconds: float | None) -> str:
