@@ -255,43 +255,18 @@ if [[ $WITH_REFERENCE == 1 ]]; then
     echo "$extras_hash" > "$REF_VENV/act-extras/.stamp"
   fi
   if [[ $WITH_PLUGINS == 1 ]]; then
-    # LeRobot's own scripts driving ROS robots (lerobot_plugins/*, docs/guides/lerobot-cli.md): the ROS 2 runtime
-    # wheels (ros.txt without its interface-generation part; they leave numpy and torch alone), the OpenCV and
-    # Rerun that LeRobot's scripts import, and the project packages the plugins use, editable and --no-deps.
+    # LeRobot's own scripts driving ROS robots (lerobot_plugins/*, docs/guides/lerobot-cli.md), installed by the
+    # users' own command; LeRobot's training extras (draccus: its scripts parse their options with it) on the path.
     step "LeRobot plugins in LeRobot's environment ($REF_VENV)"
-    plugin_pkgs=(ros_ws/src/lerobot_contract ros_ws/src/lerobot_ros ros_ws/src/lerobot_policy_node training "${PLUGINS[@]}")
-    ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt "${PLUGINS[@]/%//pyproject.toml}")
-    # LeRobot's python with the training extras (draccus: LeRobot's scripts parse their options with it), run in a
-    # throwaway folder because LeRobot's async inference modules create a logs/ folder in the working directory.
-    ref_python() {
-      local dir rc=0
-      dir=$(mktemp -d)
-      (cd "$dir" && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH PYTHONPATH="$REF_VENV/act-extras" \
-        "$REF_PY" "$@") || rc=$?
-      rm -rf "$dir"
-      return $rc
-    }
+    ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt scripts/install-lerobot-plugins.sh \
+      "${PLUGINS[@]/%//pyproject.toml}")
     ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun
 import lerobot.async_inference.policy_server, lerobot.async_inference.robot_client'
     if [[ ! -f "$REF_VENV/.plugins-stamp" || "$(cat "$REF_VENV/.plugins-stamp")" != "$ref_plugins_hash" ]] \
-        || ! ref_python -c "$ref_check" 2>/dev/null; then
-      sed '/^# Interface generation/,$d' "$ROOT/requirements/ros.txt" > "$REF_VENV/ros-runtime.txt"
-      "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" -r "$REF_VENV/ros-runtime.txt" \
-        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-      "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
-        -r "$ROOT/requirements/lerobot-plugins.txt" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-      ref_editable=()
-      for p in "${plugin_pkgs[@]}"; do ref_editable+=(-e "$ROOT/$p"); done
-      "$REF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "${ref_editable[@]}" \
-        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-      ref_python -c "$ref_check
-from lerobot.utils.import_utils import register_third_party_plugins
-from lerobot.robots.config import RobotConfig
-from lerobot.teleoperators.config import TeleoperatorConfig
-from lerobot.cameras.configs import CameraConfig
-register_third_party_plugins()
-assert all('ros' in c.get_known_choices() for c in (RobotConfig, TeleoperatorConfig, CameraConfig))" \
-        || fail "the LeRobot plugins do not load in $REF_VENV; delete $REF_VENV/.plugins-stamp and re-run"
+        || ! (mkdir -p "$REF_VENV/.plugin-check" && cd "$REF_VENV/.plugin-check" && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH \
+              PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" -c "$ref_check") 2>/dev/null; then
+      PYTHONPATH="$REF_VENV/act-extras" bash "$ROOT/scripts/install-lerobot-plugins.sh" --editable "$REF_PY" \
+        || fail "the LeRobot plugins do not install in $REF_VENV; delete $REF_VENV/.plugins-stamp and re-run"
       echo "$ref_plugins_hash" > "$REF_VENV/.plugins-stamp"
     else
       echo "    up to date"
