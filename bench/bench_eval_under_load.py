@@ -2,8 +2,8 @@
 
 Each level runs `lerobot-ros demo eval` (sim bridge in real time + policy node + action executor, the demo's
 real-time evaluation) on the same checkpoint and the same unseen seeds (1000..), once with the project's
-defaults and once with `--realtime` (sim loop and executor tick SCHED_FIFO, memory locked, where permitted), while
-a load generator runs beside it:
+defaults (sim loop and executor tick SCHED_FIFO where permitted) and once with `--no-realtime` (normal
+scheduling), while a load generator runs beside it:
 
 - `idle`: nothing added (the baseline of every figure);
 - `busy-N`: N busy-loop processes (bench/load.py);
@@ -172,7 +172,7 @@ def run_level(
     eval_dir = work / "eval"
     shutil.rmtree(eval_dir, ignore_errors=True)
     argv = ["eval", "--workdir", str(work), "--eval-episodes", str(args.episodes), "--eval-seed", "1000",
-            "--eval-max-s", str(args.eval_max_s)] + (["--realtime"] if realtime else [])  # fmt: skip
+            "--eval-max-s", str(args.eval_max_s)] + ([] if realtime else ["--no-realtime"])  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with load_level(level, env, out):
@@ -229,10 +229,10 @@ def checkpoint(args: argparse.Namespace, work: Path, env: dict[str, str]) -> Pat
 
 
 def headline(levels: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    idle = next((r for r in levels if r["level"] == "idle" and not r["realtime"]), None)
+    idle = next((r for r in levels if r["level"] == "idle" and r["realtime"]), None)
     out = []
     for r in levels:
-        name = f"{r['level']}{', realtime' if r['realtime'] else ''}"
+        name = f"{r['level']}{'' if r['realtime'] else ', realtime off'}"
         out.append(
             figure(f"success, {name}", r["success_rate"], "fraction",
                    baseline=idle["success_rate"] if idle else None,
@@ -255,7 +255,9 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=None, help="episodes per level (20; --quick 2)")
     parser.add_argument("--eval-max-s", type=float, default=None, help="episode limit in sim seconds (20; quick 4)")
     parser.add_argument("--levels", default=None, help="comma-separated: idle, busy-N, mix-N")
-    parser.add_argument("--no-realtime-variant", action="store_true", help="only the project's defaults")
+    parser.add_argument(
+        "--no-realtime-variant", action="store_true", help="only the project's defaults (not also with realtime off)"
+    )
     parser.add_argument("--keep", help="keep the work folders here (default: a temporary folder)")
     args = parser.parse_args()
     args.episodes = args.episodes or (2 if args.quick else 20)
@@ -275,8 +277,8 @@ def main() -> int:
     try:
         work = checkpoint(args, base / "demo", env)
         for level in levels:
-            for realtime in (False,) if args.no_realtime_variant else (False, True):
-                name = f"{level}{'-realtime' if realtime else ''}"
+            for realtime in (True,) if args.no_realtime_variant else (True, False):
+                name = f"{level}{'' if realtime else '-no-realtime'}"
                 print(f"level {name}: {args.episodes} episodes ...", flush=True)
                 row = run_level(work, level, realtime, args, env, base / "levels" / name)
                 results.append(row)

@@ -127,8 +127,8 @@ def test_record_speed_and_realtime_reach_the_launch_arguments(tmp_path: Path, mo
     DEMO.add_arguments(parser)
     assert command._settings(parser.parse_args(["record"])).record_real_time_factor == 0.0
     assert command._settings(parser.parse_args(["record", "--record-speed", "1"])).record_real_time_factor == 1.0
-    assert command._settings(parser.parse_args(["eval"])).eval_realtime is False
-    assert command._settings(parser.parse_args(["eval", "--realtime"])).eval_realtime is True
+    assert command._settings(parser.parse_args(["eval"])).eval_realtime is True
+    assert command._settings(parser.parse_args(["eval", "--no-realtime"])).eval_realtime is False
     with pytest.raises(CommandError, match=r"^--record-speed must be >= 0 \(0 = unlimited\), got -1.0$"):
         command._settings(parser.parse_args(["record", "--record-speed", "-1"]))
 

@@ -10,7 +10,14 @@ import threading
 
 import pytest
 
-from lerobot_ros.realtime import RealtimeParameters, RealtimeReport, RealtimeThreads, SystemCalls, apply_realtime
+from lerobot_ros.realtime import (
+    SCHED_FIFO,
+    RealtimeParameters,
+    RealtimeReport,
+    RealtimeThreads,
+    SystemCalls,
+    apply_realtime,
+)
 
 ON = RealtimeParameters(realtime=True, realtime_priority=10, realtime_lock_memory=False)
 
@@ -59,7 +66,8 @@ def test_memory_is_locked_for_the_whole_process(tmp_path):
     """In a small child process: mlockall locks everything the process maps (VmLck in /proc/self/status)."""
     code = (
         "from lerobot_ros.realtime import RealtimeParameters, apply_realtime\n"
-        "r = apply_realtime(RealtimeParameters(realtime=True, realtime_priority=5), 'loop')\n"
+        "settings = RealtimeParameters(realtime=True, realtime_priority=5, realtime_lock_memory=True)\n"
+        "r = apply_realtime(settings, 'loop')\n"
         "locked = [l for l in open('/proc/self/status') if l.startswith('VmLck')][0].split()[1]\n"
         "print(r.memory_locked, r.policy, int(locked) > 0, r.refused)\n"
     )
@@ -69,7 +77,7 @@ def test_memory_is_locked_for_the_whole_process(tmp_path):
 
 def test_a_refusal_warns_once_and_the_thread_runs_on_with_normal_scheduling():
     warnings, infos = [], []
-    settings = RealtimeParameters(realtime=True, realtime_priority=50, realtime_cpus=(0,))
+    settings = RealtimeParameters(realtime=True, realtime_priority=50, realtime_cpus=(0,), realtime_lock_memory=True)
     threads = RealtimeThreads(lambda: settings, warnings.append, infos.append, calls=refusing())
     first = in_thread(lambda: threads.apply("control loop"))
     again = in_thread(lambda: threads.apply("control loop"))  # the loop restarted (deactivate, activate)
@@ -85,10 +93,22 @@ def test_a_refusal_warns_once_and_the_thread_runs_on_with_normal_scheduling():
     assert "SCHED_FIFO 50: Operation not permitted" in values["realtime_refused"]
 
 
-def test_off_by_default_and_nothing_is_called():
-    assert RealtimeParameters().realtime is False
-    calls = SystemCalls(set_scheduler=None, set_affinity=None, get_affinity=None, lock_memory=None)  # type: ignore[arg-type]
+def test_fifo_by_default_without_locked_memory():
+    """As ros2_control's controller manager: SCHED_FIFO 50 is asked for by default; memory locking is opt-in."""
+    applied: list[object] = []
+    calls = SystemCalls(
+        set_scheduler=lambda tid, policy, param: applied.append((policy, param.sched_priority)),
+        set_affinity=None,  # type: ignore[arg-type]
+        get_affinity=None,  # type: ignore[arg-type]
+        lock_memory=lambda: applied.append("mlockall"),
+    )
     report = apply_realtime(RealtimeParameters(), "tick loop", calls=calls)
+    assert applied == [(SCHED_FIFO, 50)] and report.policy == "SCHED_FIFO 50" and not report.memory_locked
+
+
+def test_off_calls_nothing():
+    calls = SystemCalls(set_scheduler=None, set_affinity=None, get_affinity=None, lock_memory=None)  # type: ignore[arg-type]
+    report = apply_realtime(RealtimeParameters(realtime=False), "tick loop", calls=calls)
     assert not report.requested and report.policy == "SCHED_OTHER" and report.refused == ()
     assert report.diagnostic_values()["realtime"] == "false"
 
@@ -101,7 +121,7 @@ def test_a_cpu_the_process_cannot_use_is_refused_and_the_rest_applied():
         get_affinity=lambda tid: {0, 1},
         lock_memory=lambda: applied.append("mlockall"),
     )
-    settings = RealtimeParameters(realtime=True, realtime_cpus=(1, 7))
+    settings = RealtimeParameters(realtime=True, realtime_cpus=(1, 7), realtime_lock_memory=True)
     report = apply_realtime(settings, "simulation loop", calls=calls)
     assert report.refused == ("cpus [1, 7]: CPUs [7] are not among the process's [0, 1]",)
     assert applied == ["mlockall", (os.SCHED_FIFO, 50)] and report.memory_locked and report.fifo_priority == 50
@@ -118,7 +138,8 @@ def test_a_platform_without_the_calls_reports_them_unavailable():
 
     missing = _unsupported("sched_setscheduler")
     calls = SystemCalls(set_scheduler=missing, set_affinity=missing, get_affinity=missing, lock_memory=lambda: None)
-    report = apply_realtime(RealtimeParameters(realtime=True, realtime_cpus=(0,)), "tick loop", calls=calls)
+    settings = RealtimeParameters(realtime=True, realtime_cpus=(0,), realtime_lock_memory=True)
+    report = apply_realtime(settings, "tick loop", calls=calls)
     assert report.refused == (
         "cpus [0]: os.sched_setscheduler is not available on this platform",
         "SCHED_FIFO 50: os.sched_setscheduler is not available on this platform",

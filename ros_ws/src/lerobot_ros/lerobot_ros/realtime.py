@@ -2,12 +2,15 @@
 
 What ros2_control's realtime_tools gives the controller manager (`configure_sched_fifo`, `set_thread_affinity`,
 `lock_memory`), for the threads that keep a robot's rate here: the action executor's tick loop, the arm driver's
-control loop, the sim bridge's simulation loop. Each node declares the same parameters (`RealtimeParameters`,
-default off) and its loop calls `RealtimeThreads.apply` as its first statement, on itself:
+control loop, the sim bridge's simulation loop. Each node declares the same parameters (`RealtimeParameters`)
+and its loop calls `RealtimeThreads.apply` as its first statement, on itself. Like ros2_control's controller
+manager, a loop asks for SCHED_FIFO by default (a busy host otherwise delays its ticks by several milliseconds)
+and runs on with normal scheduling, after one warning, where the system refuses it:
 
 * ``realtime_cpus``: the thread's CPU affinity (`os.sched_setaffinity` on its native id);
-* ``realtime_lock_memory``: ``mlockall(MCL_CURRENT | MCL_FUTURE)`` for the whole process, so that the loop never
-  waits for a page to come back from swap;
+* ``realtime_lock_memory`` (off by default: it keeps every page of the process, thread stacks included, in
+  RAM): ``mlockall(MCL_CURRENT | MCL_FUTURE)`` for the whole process, so that the loop never waits for a page to
+  come back from swap;
 * ``realtime_priority``: SCHED_FIFO at that priority (`os.sched_setscheduler` on its native id). The loops
   sleep between cycles; a moderate priority (50, below the kernel's interrupt threads) is the default.
 
@@ -39,15 +42,16 @@ class RealtimeParameters:
     """The `realtime` parameters every node with a control loop declares (table: the lerobot_ros README)."""
 
     realtime: bool = param(
-        False,
+        True,
         "run the control thread SCHED_FIFO (realtime_priority), pinned (realtime_cpus), memory locked "
-        "(realtime_lock_memory); what the system refuses is skipped with one warning",
+        "(realtime_lock_memory), as ros2_control's controller manager does; what the system refuses is skipped "
+        "with one warning; false: normal scheduling",
     )
     realtime_priority: int = param(50, "SCHED_FIFO priority of the control thread with realtime on", low=1, high=99)
     realtime_cpus: tuple[int, ...] | None = param(
         None, "CPUs the control thread may run on with realtime on; unset = all the process may use"
     )
-    realtime_lock_memory: bool = param(True, "with realtime on, lock the process's memory (mlockall)")
+    realtime_lock_memory: bool = param(False, "with realtime on, lock the process's memory (mlockall)")
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                 "(alone or 'auto': one per core)",
             )  # fmt: skip
             sub.add_argument(
-                "--realtime", action="store_true", dest="eval_realtime", default=None,
-                help="the real-time evaluation's sim loop and executor tick run SCHED_FIFO with memory locked where "
-                "permitted (one warning when not)",
+                "--realtime", action=argparse.BooleanOptionalAction, dest="eval_realtime", default=None,
+                help="the real-time evaluation's sim loop and executor tick run SCHED_FIFO where permitted (one "
+                "warning when not; the default); --no-realtime: normal scheduling",
             )  # fmt: skip
             sub.add_argument(
                 "--through-ros", action="store_true",

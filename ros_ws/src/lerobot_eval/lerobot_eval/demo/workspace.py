@@ -47,7 +47,7 @@ class DemoSettings:
     eval_max_s: float = 20.0
     gif_episodes: int = 1
     # The real-time evaluation's sim loop and executor tick SCHED_FIFO where permitted (lerobot_ros.realtime).
-    eval_realtime: bool = False
+    eval_realtime: bool = True
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
