@@ -112,8 +112,10 @@ def run_ours(bags: list[Path], out: Path, jobs: int, codec: str) -> dict[str, An
     wall = time.perf_counter() - start
     usage = _own_rusage()
     usage["cpu_s"] -= before
-    # Workers are the fork server's children, not ours: their CPU time comes back in the per-bag report.
-    usage["cpu_s"] += _children_cpu_s() + sum(bag.get("worker_cpu_s", 0.0) for bag in result.bags)
+    # Forked workers are our children (already in RUSAGE_CHILDREN once joined); a fork server's are not: their
+    # CPU time comes back in the per-bag report, the server's own from /proc.
+    others = [bag for bag in result.bags if bag.get("worker_parent_pid") != os.getpid()]
+    usage["cpu_s"] += _children_cpu_s() + sum(bag.get("worker_cpu_s", 0.0) for bag in others)
     usage["peak_rss_mb"] = max([usage["peak_rss_mb"], *(bag.get("worker_peak_rss_mb", 0.0) for bag in result.bags)])
     frames = result.frames
     return {

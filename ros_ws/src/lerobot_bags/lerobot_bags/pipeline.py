@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.context import ForkServerProcess
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -183,7 +183,7 @@ def die_with(pid: int) -> None:
     """End this process (SIGKILL) as soon as process `pid` ends: a watcher thread waits on a pidfd (Linux 5.3+),
     else checks every WATCH_PARENT_S.
 
-    A worker's own parent is the fork server, which lives on while any worker holds its pipe, so neither
+    A worker's own parent may be the fork server, which lives on while any worker holds its pipe, so neither
     PR_SET_PDEATHSIG nor the parent pid tells a worker that the converting process was killed; its pid does.
     """
 
@@ -255,6 +255,7 @@ def _worker_main(
                     usage = resource.getrusage(resource.RUSAGE_SELF)
                     event.info["worker_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
                     event.info["worker_peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
+                    event.info["worker_parent_pid"] = os.getppid()  # the converter (fork) or the fork server
                 out.put(event)
     except (DatasetError, OSError) as err:
         out.put(_WriteFailed(str(err), disk_full_cause(err) is not None))
@@ -270,6 +271,19 @@ def _worker_main(
         out.put(None)
 
 
+def _worker_context() -> Any:
+    """How workers start: forked from this process when no other Python thread runs in it (instant: the converter
+    is imported already), else from a fork server (a fork of a process whose other threads may hold locks can
+    deadlock the child) that starts once with the converter and the stager imported, so that each worker starts
+    in milliseconds instead of re-importing numpy/rosbags/av; the server's own start (~0.5 s of imports) is paid
+    before the first worker runs."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["lerobot_bags.convert", "lerobot_dataset.staging"])
+    return ctx
+
+
 def _parallel_events(
     bags: Sequence[Path], options: ConvertOptions, jobs: int, writer: DatasetWriter, skips: Sequence[frozenset[int]]
 ) -> Generator[Event | _Staged | _Progress, None, None]:
@@ -278,10 +292,7 @@ def _parallel_events(
     A worker's messages are small (its episodes wait on disk), so a worker that is done exits even before
     the parent reads them, and the next bag's worker starts.
     """
-    # Not fork: the parent may run threads. The fork server starts once with the converter and the stager
-    # imported, so each worker starts in milliseconds instead of re-importing numpy/rosbags/av.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["lerobot_bags.convert", "lerobot_dataset.staging"])
+    ctx = _worker_context()
     settings = writer.stager_settings()
     pending = deque(enumerate(bags))
     started: deque[_Worker] = deque()
@@ -337,7 +348,7 @@ def _parallel_events(
 @dataclass
 class _Worker:
     path: Path
-    proc: ForkServerProcess
+    proc: BaseProcess
     out: multiprocessing.Queue[_WorkerMessage | None]
     staging: Path
 
