@@ -63,6 +63,7 @@ class ContractLink:
         """Start the node and wait for the first aligned frame (RosLinkError naming the silent topics)."""
         import rclpy
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.signals import SignalHandlerOptions
 
         from lerobot_ros.dds import apply_ros_environment
         from lerobot_ros.executors import SingleThreadedExecutor
@@ -72,7 +73,9 @@ class ContractLink:
         self._assembler = ObservationAssembler(self.contract, inputs, latency_s=self._latency_s)
         apply_ros_environment()
         self._context = rclpy.Context()
-        rclpy.init(context=self._context)
+        # No signal handlers: the script that uses the device owns SIGINT (LeRobot's scripts stop on the
+        # KeyboardInterrupt and then disconnect; rclpy's handler would shut this context down under them).
+        rclpy.init(context=self._context, signal_handler_options=SignalHandlerOptions.NO)
         try:
             self.node = rclpy.create_node(self._name, context=self._context)
             stamp_from_header = self.contract.stamp == "header"
