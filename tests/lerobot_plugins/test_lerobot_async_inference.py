@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from plugin_stack import LEROBOT_SCRIPT_MARKS, StampedHistory, arm_contract, launch_fake_follower
 from test_camera_core import TOPIC, ImageStream
@@ -113,7 +114,8 @@ def test_robot_client_drives_the_follower_with_lerobots_policy_server(processes,
                            str(IMAGE_H), str(IMAGE_W), str(CHUNK)], tmp_path)  # fmt: skip
     assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "policy_postprocessor.json").is_file()
 
-    env = {**lerobot_env(tmp_path), "PYTHONUNBUFFERED": "1"}
+    # faulthandler: a client that does not stop is made to print every thread's stack (SIGABRT) for the report.
+    env = {**lerobot_env(tmp_path), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     port = free_port()
     # LeRobot's async inference writes logs/ into its working directory: the test's folder.
     server = processes.start([*python_module("lerobot.async_inference.policy_server"), "--host=127.0.0.1",
@@ -154,7 +156,12 @@ def test_robot_client_drives_the_follower_with_lerobots_policy_server(processes,
 
         # Ctrl-C stops the client: it disconnects the robot (its command publisher leaves the graph).
         client.send_signal(signal.SIGINT)
-        client.wait(timeout=60)
+        try:
+            client.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            client.send_signal(signal.SIGABRT)
+            client.wait(timeout=30)
+            pytest.fail(f"robot_client did not stop within 60 s of Ctrl-C; its threads:\n{client.output()[-8000:]}")
         assert "Client stopped" in client.output(), client.output()[-3000:]
         deadline = time.monotonic() + 30
         while ros_node.count_publishers("/follower/joint_commands") > 0:
