@@ -5,7 +5,8 @@ A worker thread owns the simulation: it publishes the observation (joint_states,
 (same command, trajectory-splice, timeout and NaN rules as the hardware) and steps. Subscription and
 service callbacks only hand data to the controller or queue a reset for the worker. A camera is rendered only
 while its image topic has a subscriber (`lazy_cameras`, like a camera driver that captures on demand): rendering
-is most of a step's CPU, and a sim behind real time changes what the robot does.
+is most of a step's CPU, and a sim behind real time changes what the robot does. Its camera_info goes out with
+every image, and every step while camera_info itself has a subscriber.
 
 Stamps: with `stamp_clock: auto` the realtime mode stamps with the wall (ROS) clock like a real driver,
 and lockstep/fast stamp with simulated time (run consumers with `use_sim_time:=true`). `/clock` always
@@ -409,20 +410,25 @@ class SimBridge(Node):
                 pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = item.orientation
                 poses.poses.append(pose)
             self._poses_pub.publish(poses)
-        for name, frame in snap.frames.items():
+        for name, info_pub in self._info_pubs.items():
             if self._stop.is_set():
                 return  # a publish can wait on a slow reliable subscriber: do not queue more when stopping
-            image = Image()
-            image.header.stamp = stamp
-            image.header.frame_id = topics.camera_frame_id(name)
-            image.height, image.width = int(frame.shape[0]), int(frame.shape[1])
-            image.encoding = "rgb8"
-            image.step = image.width * 3
-            image.data = frame.tobytes()
-            self._image_pubs[name].publish(image)
-            info = self._camera_infos[name]
-            info.header.stamp = stamp
-            self._info_pubs[name].publish(info)
+            frame = snap.frames.get(name)
+            if frame is not None:
+                image = Image()
+                image.header.stamp = stamp
+                image.header.frame_id = topics.camera_frame_id(name)
+                image.height, image.width = int(frame.shape[0]), int(frame.shape[1])
+                image.encoding = "rgb8"
+                image.step = image.width * 3
+                image.data = frame.tobytes()
+                self._image_pubs[name].publish(image)
+            # The calibration goes with every image, and every step to a node that reads only the calibration
+            # (it costs no rendering).
+            if frame is not None or info_pub.get_subscription_count() > 0:
+                info = self._camera_infos[name]
+                info.header.stamp = stamp
+                info_pub.publish(info)
         state = JointState()
         state.header.stamp = stamp
         state.name = list(self._adapter.joint_names)
