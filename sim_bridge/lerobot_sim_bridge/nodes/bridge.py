@@ -410,25 +410,10 @@ class SimBridge(Node):
                 pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z = item.orientation
                 poses.poses.append(pose)
             self._poses_pub.publish(poses)
-        for name, info_pub in self._info_pubs.items():
+        for name in self._info_pubs:
             if self._stop.is_set():
                 return  # a publish can wait on a slow reliable subscriber: do not queue more when stopping
-            frame = snap.frames.get(name)
-            if frame is not None:
-                image = Image()
-                image.header.stamp = stamp
-                image.header.frame_id = topics.camera_frame_id(name)
-                image.height, image.width = int(frame.shape[0]), int(frame.shape[1])
-                image.encoding = "rgb8"
-                image.step = image.width * 3
-                image.data = frame.tobytes()
-                self._image_pubs[name].publish(image)
-            # The calibration goes with every image, and every step to a node that reads only the calibration
-            # (it costs no rendering).
-            if frame is not None or info_pub.get_subscription_count() > 0:
-                info = self._camera_infos[name]
-                info.header.stamp = stamp
-                info_pub.publish(info)
+            self._publish_camera(name, snap.frames.get(name), stamp)
         state = JointState()
         state.header.stamp = stamp
         state.name = list(self._adapter.joint_names)
@@ -436,6 +421,23 @@ class SimBridge(Node):
         state.velocity = snap.velocities.tolist()
         state.effort = snap.efforts.tolist()
         self._joint_states_pub.publish(state)
+
+    def _publish_camera(self, name: str, frame: np.ndarray | None, stamp: TimeMsg) -> None:
+        """The camera's image when it was rendered; its camera_info with every image, and every step to a node
+        that reads only the calibration (it costs no rendering)."""
+        if frame is not None:
+            image = Image()
+            image.header.stamp = stamp
+            image.header.frame_id = topics.camera_frame_id(name)
+            image.height, image.width = int(frame.shape[0]), int(frame.shape[1])
+            image.encoding = "rgb8"
+            image.step = image.width * 3
+            image.data = frame.tobytes()
+            self._image_pubs[name].publish(image)
+        if frame is not None or self._info_pubs[name].get_subscription_count() > 0:
+            info = self._camera_infos[name]
+            info.header.stamp = stamp
+            self._info_pubs[name].publish(info)
 
     @staticmethod
     def _outcome_message(snap: _Snapshot) -> StepOutcomeMsg:
