@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -156,22 +157,40 @@ def test_robot_client_drives_the_follower_with_lerobots_policy_server(processes,
 
         # Ctrl-C stops the client: it disconnects the robot (its command publisher leaves the graph).
         client.send_signal(signal.SIGINT)
-        try:
-            client.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            client.send_signal(signal.SIGABRT)
-            client.wait(timeout=30)
-            pytest.fail(f"robot_client did not stop within 60 s of Ctrl-C; its threads:\n{client.output()[-8000:]}")
-        assert "Client stopped" in client.output(), client.output()[-3000:]
+        client.wait_for_output(r"disconnected \(left the ROS graph\)", timeout=60)
         deadline = time.monotonic() + 30
         while ros_node.count_publishers("/follower/joint_commands") > 0:
             assert time.monotonic() < deadline, "the client's command publisher is still in the ROS graph"
             time.sleep(0.1)
+        stop_robot_client(client)
     finally:
         camera.stop()
     server.send_signal(signal.SIGINT)
     server.wait(timeout=60)
     assert server.returncode is not None
+
+
+def stop_robot_client(client) -> None:
+    """Wait for robot_client to exit after its Ctrl-C; a second Ctrl-C where LeRobot's own shutdown hangs.
+
+    LeRobot 0.4.4's robot_client runs its gRPC calls on the main thread; a Ctrl-C landing inside one (sending an
+    observation) can leave a grpcio lock held (grpc/grpc#19973), and the client's final join of its action
+    receiver thread (no timeout) then waits forever, after the robot was disconnected. The second Ctrl-C ends
+    that join, as a user would. Any other hang fails with every thread's stack (faulthandler, SIGABRT)."""
+    try:
+        client.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        client.send_signal(signal.SIGINT)
+        try:
+            client.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            client.send_signal(signal.SIGABRT)
+            client.wait(timeout=30)
+            pytest.fail(f"robot_client did not stop after two Ctrl-C; its threads:\n{client.output()[-8000:]}")
+        assert "_wait_for_tstate_lock" in client.output(), client.output()[-3000:]  # ended in the receiver's join
+        warnings.warn("robot_client needed a second Ctrl-C (LeRobot's shutdown hang, grpc/grpc#19973)", stacklevel=2)
+        return
+    assert "Client stopped" in client.output(), client.output()[-3000:]
 
 
 def last_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -83,3 +83,4 @@ class RosRobot(Robot):
         if not self.is_connected:
             raise DeviceNotConnectedError(f"{self} is not connected")
         self.robot.disconnect()
+        logger.info("%s disconnected (left the ROS graph)", self)
