@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from browser import chromium
 
 
 def _selected(config: pytest.Config) -> bool:
@@ -14,9 +15,14 @@ def _selected(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _selected(config):
+    """Not selected: skipped as opt-in (whether chromium is installed or not); selected: skipped without chromium."""
+    if not _selected(config):
+        reason = "headless-browser test: run `make test-browser` (or pytest -m browser)"
+    elif chromium() is None:
+        reason = "Debian's chromium is not installed (scripts/setup.sh --with-browser)"
+    else:
         return
-    skip = pytest.mark.skip(reason="headless-browser test: run `make test-browser` (or pytest -m browser)")
+    skip = pytest.mark.skip(reason=reason)
     for item in items:
         if item.get_closest_marker("browser") is not None:
             item.add_marker(skip)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import HeadlessPage, chromium, free_port, pixels_near, served_output
+from browser import HeadlessPage, free_port, pixels_near, served_output
 from PIL import Image
 
 from lerobot_dataset import DatasetWriter, FeatureSpec
@@ -31,12 +31,7 @@ DOCS = HERE.parents[2] / "docs"
 MAGENTA = (255, 0, 255)
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        chromium() is None, reason="Debian's chromium is not installed (scripts/setup.sh --with-browser)"
-    ),
-]
+pytestmark = pytest.mark.browser  # opt-in; without Debian's chromium they skip (conftest.py)
 
 
 def scene(step: int, height: int = 240, width: int = 320) -> np.ndarray:
