@@ -424,17 +424,17 @@ def _episode(
     if index < settings.gif_episodes:
         supervisor.watch_camera(stack)
     ends_before = len(supervisor.ends)
+    chunks_before = len(supervisor.chunks)
     start_stamp, sim_episode = supervisor.reset(seed, stack)
-    spin_until(
-        supervisor.node,
-        lambda: any(c["stamp"] >= start_stamp for c in supervisor.chunks[-3:]),
-        stack,
-        60.0,
-        f"waiting for a chunk of episode {index}",
-    )
+
+    def episode_chunks() -> list[dict[str, Any]]:
+        """The chunks computed on this episode's observations, the first one included (waited for below, before
+        the executor is enabled: the executor starts the episode with it)."""
+        return [c for c in supervisor.chunks[chunks_before:] if c["stamp"] >= start_stamp]
+
+    spin_until(supervisor.node, lambda: bool(episode_chunks()), stack, 60.0, f"waiting for a chunk of episode {index}")
     if index < settings.gif_episodes:
         supervisor.frames = []  # from the episode's start
-    first_chunk = len(supervisor.chunks)
     supervisor.set_enabled(True, stack)
     started = time.monotonic()
     max_steps = round(settings.eval_max_s * 30.0)
@@ -459,7 +459,7 @@ def _episode(
     duration = ended_at - started
     supervisor.set_enabled(False, stack)  # the executor's counters stop with the episode
     end = supervisor.ends[-1]
-    chunks = supervisor.chunks[first_chunk:]
+    chunks = episode_chunks()
     append_jsonl(layout.chunk_log, [{"episode": index, **c} for c in chunks])
     if supervisor.frames:
         write_gif(layout.eval / f"episode_{index:03d}.gif", supervisor.frames, 30.0 / GIF_EVERY)

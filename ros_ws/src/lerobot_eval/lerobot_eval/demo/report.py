@@ -124,7 +124,7 @@ def _execution_section(evaluation: dict[str, Any], chunks: list[dict[str, Any]],
         "",
         "| figure | value |",
         "|---|---|",
-        f"| chunks received during episodes | {evaluation['chunks']} |",
+        f"| chunks computed on the episodes' observations | {evaluation['chunks']} |",
         f"| chunk latency p50 / p90 / p99 (observation stamp to arrival) | {_ms(latency, 'p50')} / "
         f"{_ms(latency, 'p90')} / {_ms(latency, 'p99')} |",
         f"| inference time mean / p99 | {_ms(inference, 'mean')} / {_ms(inference, 'p99')} |",
