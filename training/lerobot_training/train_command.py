@@ -312,6 +312,7 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _train(args: argparse.Namespace) -> int:
     from lerobot_dataset import DatasetError
+    from lerobot_training.distributed import end_rank
     from lerobot_training.errors import TrainingError
     from lerobot_training.trainer import Trainer
 
@@ -320,7 +321,7 @@ def _train(args: argparse.Namespace) -> int:
         trainer = Trainer(config, resume=args.resume, write=print)
         final = trainer.train()
         if not trainer.dist.is_main:
-            return 0  # rank 0 reports and pushes
+            end_rank(0)  # rank 0 reports and pushes
     except (TrainingError, DatasetError) as err:
         raise CommandError(str(err)) from None
     except (ValueError, TypeError) as err:
@@ -334,6 +335,8 @@ def _train(args: argparse.Namespace) -> int:
         except TrainingError as err:
             raise CommandError(str(err)) from None
         print(f"pushed to {url}")
+    if trainer.dist.enabled:
+        end_rank(0)
     return 0
 
 
