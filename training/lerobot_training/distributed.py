@@ -115,9 +115,9 @@ def end_rank(code: int) -> NoReturn:
     Gloo's worker threads outlive `destroy_process_group` (DistributedDataParallel keeps the group) and release
     each finished collective after its waiter has moved on. When that release comes during the interpreter's
     finalization it needs the GIL for the collective's tensors, the thread is made to exit while a destructor
-    runs and the rank dies by SIGABRT ("terminate called without an active exception") after training fine:
-    seen on a 1-step 2-rank run in about one of 15 tries (pytorch/pytorch#179291 describes the same race).
-    Nothing is left to finalize here, so the rank leaves with its exit code at once."""
+    runs and the rank dies by SIGABRT ("terminate called without an active exception") after training fine
+    (pytorch/pytorch#179291 describes the race). Nothing is left to finalize here, so the rank leaves with its
+    exit code at once."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
