@@ -1,6 +1,6 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
 .PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full \
-	test-plugins
+	test-plugins test-user-install
 
 setup:
 	bash scripts/setup.sh
@@ -51,6 +51,11 @@ test-install:
 # The tiny demo end to end with every stage resumed (five demo runs, 2-8 min; the default run has a quick one).
 test-demo:
 	LEROBOT_ROS_DEMO_E2E=1 .venv/bin/python -m pytest tests/lerobot_eval/test_demo_e2e.py -m demo_e2e -q $(ARGS)
+
+# A new user's install: a scratch clone set up from plain PyPI (pip's configuration and wheel folders ignored) with
+# Python 3.12, then the quick demo in it; prints setup time, download and venv size, the demo's result (~10 min).
+test-user-install:
+	bash scripts/test-user-install.sh $(ARGS)
 
 # Freeze the resolved dependency set into requirements/constraints.txt.
 lock:

@@ -35,6 +35,18 @@ def test_setup_failure_names_the_step(tmp_path: Path) -> None:
     assert "PYTHON=" in result.stderr  # says how to fix it
 
 
+def test_an_unsupported_python_is_refused_in_one_line_naming_the_supported_ones(tmp_path: Path) -> None:
+    fake = tmp_path / "python3.10"
+    fake.write_text("#!/bin/sh\necho 3.10\n")
+    fake.chmod(0o755)
+    result = run(["bash", "scripts/setup.sh"], LEROBOT_ROS_VENV=str(tmp_path / "venv"), PYTHON=str(fake))
+    assert result.returncode != 0
+    refusal = [line for line in result.stderr.splitlines() if line.startswith("setup failed at step 'virtualenv'")]
+    assert len(refusal) == 1, result.stderr
+    assert "is Python 3.10" in refusal[0] and "supports Python 3.12 or 3.11" in refusal[0]
+    assert not (tmp_path / "venv").exists()
+
+
 def test_cli_wrapper_without_venv_is_a_one_line_error(tmp_path: Path) -> None:
     result = run(["scripts/lerobot-ros", "--help"], LEROBOT_ROS_VENV=str(tmp_path / "missing"))
     assert result.returncode == 2
