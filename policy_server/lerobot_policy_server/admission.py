@@ -1,16 +1,21 @@
 """What the server admits: limits on calls, request sizes and connections, and the counts of what it refused.
 
-gRPC core enforces most limits before a request reaches Python: a message over `max_request_bytes` is refused
-(RESOURCE_EXHAUSTED) before it is buffered, calls beyond `max_concurrent` are refused without queueing
-(`maximum_concurrent_rpcs`; the worker pool has exactly that many threads, so an admitted call never waits for
-one), connections beyond `max_connections` are closed, a connection that does not finish its handshake within
-`handshake_timeout_s` or stays idle for `idle_timeout_s` is closed.
+A call is authenticated before it takes anything: `Gate` checks the token while gRPC looks the call's handler up
+(its polling thread, before any worker), and a caller without the token is refused UNAUTHENTICATED on a
+refusal thread of its own (`REFUSAL_THREADS`), never on one of the `max_concurrent` workers and never counted
+against them. An authenticated call beyond `max_concurrent` running calls is refused RESOURCE_EXHAUSTED the
+same way, without queueing: the worker pool has exactly `max_concurrent` threads, so an admitted call never
+waits for one. gRPC core refuses a message over `max_request_bytes` (RESOURCE_EXHAUSTED) before it is buffered.
+
+Connections are bounded per peer and in total by `front.ConnectionFront` where the server listens beyond
+loopback: see that module. gRPC core closes a connection idle for `idle_timeout_s` and, as a backstop behind the
+front, one that has not finished its HTTP/2 handshake within `handshake_timeout_s`.
 
 gRPC core also cancels calls (CANCELLED) that wait for the Python layer to take them once more than
 ``grpc.server.max_pending_requests`` (default 1000; up to 3000) are waiting: 10,000 concurrent calls on one
 connection hit it. Here the pending limit is `max_connections` x `pending_per_connection`, so up to that many
-calls at once are each answered: served, or refused RESOURCE_EXHAUSTED. (Limiting HTTP/2 streams per
-connection instead made bursts meet REFUSED_STREAM, UNAVAILABLE at the client.)
+calls at once are each answered: served, or refused. (Limiting HTTP/2 streams per connection instead made
+bursts meet REFUSED_STREAM, UNAVAILABLE at the client.)
 """
 
 from __future__ import annotations
@@ -27,11 +32,24 @@ import numpy as np
 
 from lerobot_policy_server import protocol
 from lerobot_policy_server.protocol import FeatureSpec
-from lerobot_policy_server.security import token_problem
+from lerobot_policy_server.security import NO_TOKEN, WRONG_TOKEN, token_problem
 
 # Header and task text allowed on top of a request's tensors.
 REQUEST_OVERHEAD_BYTES = 1024 * 1024
-COUNTS = ("calls", "refused_unauthenticated", "refused_busy", "refused_too_large", "malformed", "failed")
+# Threads that answer refused calls (UNAUTHENTICATED, RESOURCE_EXHAUSTED): apart from the workers.
+REFUSAL_THREADS = 2
+COUNTS = (
+    "calls",
+    "refused_unauthenticated",
+    "refused_busy",
+    "refused_too_large",
+    "malformed",
+    "failed",
+    "connections",
+    "refused_connections",
+    "evicted_connections",
+    "closed_before_a_call",
+)
 
 
 @dataclass(frozen=True)
@@ -41,13 +59,14 @@ class ServerLimits:
     max_concurrent: int = 8
     max_request_bytes: int = 0
     max_connections: int = 16
+    max_connections_per_peer: int = 4  # connections of one client address (the front, beyond loopback)
     pending_per_connection: int = 1000  # calls of one connection that may wait for a worker
     idle_timeout_s: float = 300.0
     max_connection_age_s: float = 0.0  # 0: no limit
-    handshake_timeout_s: float = 10.0
+    handshake_timeout_s: float = 5.0  # a connection with no authenticated call by then is closed (the front)
 
     def __post_init__(self) -> None:
-        for name in ("max_concurrent", "max_connections", "pending_per_connection"):
+        for name in ("max_concurrent", "max_connections", "max_connections_per_peer", "pending_per_connection"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("idle_timeout_s", "handshake_timeout_s"):
@@ -63,13 +82,14 @@ class ServerLimits:
         raw = sum(math.prod(spec.shape) * np.dtype(spec.dtype).itemsize for spec in inputs)
         return min(raw + REQUEST_OVERHEAD_BYTES, protocol.MAX_MESSAGE_BYTES)
 
-    def grpc_options(self, request_bytes: int) -> list[tuple[str, int]]:
-        """The server's gRPC channel arguments."""
+    def grpc_options(self, request_bytes: int, fronted: bool = False) -> list[tuple[str, int]]:
+        """The server's gRPC channel arguments; `fronted`: behind a `ConnectionFront`, which enforces
+        `max_connections` (gRPC core's own cap is then a backstop with room for connections still closing)."""
         pending = self.max_connections * self.pending_per_connection + 1
         options = [
             ("grpc.max_receive_message_length", request_bytes),
             ("grpc.max_send_message_length", protocol.MAX_MESSAGE_BYTES),
-            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.max_allowed_incoming_connections", self.max_connections * (2 if fronted else 1)),
             ("grpc.max_connection_idle_ms", round(self.idle_timeout_s * 1000)),
             ("grpc.server_handshake_timeout_ms", round(self.handshake_timeout_s * 1000)),
             ("grpc.server.max_pending_requests", pending),
@@ -100,7 +120,10 @@ class ServerStats:
 
 
 class CallPool(futures.ThreadPoolExecutor):
-    """The server's worker pool; `running` counts the calls it holds (submitted, not finished), as gRPC does."""
+    """The server's worker pool; `running` counts the calls it holds (submitted, not finished).
+
+    Only admitted calls reach it (refusals run on the refusal pool, see `Gate`). gRPC submits from its one
+    polling thread, right after `Gate.service` looked the call up, so the count `Gate` reads is exact there."""
 
     def __init__(self, workers: int) -> None:
         super().__init__(max_workers=workers, thread_name_prefix="policy_server")
@@ -108,9 +131,9 @@ class CallPool(futures.ThreadPoolExecutor):
         self.running = 0
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
-        future = super().submit(fn, *args, **kwargs)
         with self._count_lock:
             self.running += 1
+        future = super().submit(fn, *args, **kwargs)
         future.add_done_callback(self._finished)
         return future
 
@@ -120,11 +143,13 @@ class CallPool(futures.ThreadPoolExecutor):
 
 
 class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
-    """Finds a call's handler, after the token check; counts the calls gRPC is about to refuse as busy.
+    """Finds a call's handler: the token first, then a free worker; refusals never take a worker.
 
-    gRPC looks the handler up, then refuses the call when `max_concurrent` calls are running; the lookup runs in
-    gRPC's polling thread, under the lock that check takes, so `pool.running` says whether it will. (A call that
-    ends between the pool's count and gRPC's may be refused uncounted: the count is a lower bound.)
+    gRPC runs the lookup in its polling thread before anything else happens to the call. A call without this
+    server's token is answered UNAUTHENTICATED, and an authenticated one beyond `max_concurrent` running calls
+    RESOURCE_EXHAUSTED, both by a handler that runs on `refusals` (gRPC's per-handler `experimental_thread_pool`),
+    so callers without the token cost the workers nothing. `authorized(peer)` is told the gRPC peer of every
+    connection that carried an admitted call (the front keeps those connections).
     """
 
     def __init__(
@@ -134,37 +159,68 @@ class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
         pool: CallPool,
         max_concurrent: int,
         stats: ServerStats,
+        authorized: Callable[[str], None] | None = None,
     ) -> None:
-        self._handlers = handlers
         self._token = token
         self._pool = pool
         self._max_concurrent = max_concurrent
         self.stats = stats
+        self.refusals = futures.ThreadPoolExecutor(REFUSAL_THREADS, thread_name_prefix="policy_server_refusal")
+        self._handlers = {name: _marking(handler, authorized) for name, handler in handlers.items()}
+        self._unauthenticated = {
+            problem: _refusal(
+                grpc.StatusCode.UNAUTHENTICATED, f"{problem}; give the client this server's token", self.refusals
+            )
+            for problem in (NO_TOKEN, WRONG_TOKEN)
+        }
+        self._busy = _refusal(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the server is running its {max_concurrent} concurrent calls; retry shortly",
+            self.refusals,
+        )
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         handler = self._handlers.get(handler_call_details.method)
         if handler is None:
             return None
         self.stats.count("calls")
-        if self._pool.running >= self._max_concurrent:
-            self.stats.count("refused_busy")
-            return handler  # gRPC answers RESOURCE_EXHAUSTED without running it
         if self._token is not None:
             metadata: Sequence[tuple[str, str | bytes]] = handler_call_details.invocation_metadata or ()
             problem = token_problem(self._token, metadata)
             if problem:
                 self.stats.count("refused_unauthenticated")
-                return _refusal(grpc.StatusCode.UNAUTHENTICATED, f"{problem}; give the client this server's token")
+                return self._unauthenticated[problem]
+        if self._pool.running >= self._max_concurrent:
+            self.stats.count("refused_busy")
+            return self._busy
         return handler
 
+    def close(self) -> None:
+        self.refusals.shutdown(wait=False, cancel_futures=True)
 
-def _refusal(code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
-    """A handler answering `code` at once, without reading the request (request streaming: nothing is read)."""
+
+def _marking(handler: grpc.RpcMethodHandler, authorized: Callable[[str], None] | None) -> grpc.RpcMethodHandler:
+    """`handler` (unary-unary) telling `authorized` the peer of each call it runs."""
+    if authorized is None:
+        return handler
+    behavior = handler.unary_unary
+    mark = authorized
+
+    def run(request: Any, context: grpc.ServicerContext) -> Any:
+        mark(context.peer())
+        return behavior(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+
+
+def _refusal(code: grpc.StatusCode, message: str, pool: futures.ThreadPoolExecutor) -> grpc.RpcMethodHandler:
+    """A handler answering `code` at once on `pool`, without reading the request (stream-unary: nothing is read)."""
 
     def refuse(requests: Any, context: grpc.ServicerContext) -> bytes:
         context.abort(code, message)
         raise AssertionError("unreachable")  # context.abort raises
 
+    refuse.experimental_thread_pool = pool  # type: ignore[attr-defined]  # gRPC runs the handler there
     return grpc.stream_unary_rpc_method_handler(refuse)
 
 

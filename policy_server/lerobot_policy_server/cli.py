@@ -1,7 +1,8 @@
 """`python -m lerobot_policy_server CHECKPOINT --port P` (also `lerobot-ros policy-server`).
 
-The server listens on loopback unless `--host` names another address; there it refuses to start without a
-token (`--token-file` or LEROBOT_POLICY_SERVER_TOKEN) or TLS (`--tls-cert`/`--tls-key`) unless `--insecure`.
+The server listens on loopback unless `--host` names another address; there it refuses to start unless callers
+authenticate, with a token (`--token-file` or LEROBOT_POLICY_SERVER_TOKEN) or a client certificate (mutual TLS:
+`--tls-client-ca`), unless `--insecure`; TLS alone encrypts but lets anyone in.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--insecure",
         action="store_true",
-        help="listen beyond loopback with neither token nor TLS (anyone who reaches the port can use the policy)",
+        help="listen beyond loopback without authentication (anyone who reaches the port can use the policy)",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -46,6 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=_LIMITS.max_connections,
         help="client connections held at once (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections-per-peer",
+        type=int,
+        default=_LIMITS.max_connections_per_peer,
+        help="connections held at once from one client address, beyond loopback (default %(default)s)",
+    )
+    parser.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=_LIMITS.handshake_timeout_s,
+        help="beyond loopback, close a connection that has made no authenticated call this long (s, default "
+        "%(default)s)",
     )
     parser.add_argument(
         "--idle-timeout",
@@ -77,17 +91,20 @@ def run(args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent,
             max_request_bytes=args.max_request_bytes,
             max_connections=args.max_connections,
+            max_connections_per_peer=args.max_connections_per_peer,
             idle_timeout_s=args.idle_timeout,
+            handshake_timeout_s=args.handshake_timeout,
         )
     except ValueError as err:  # SecurityError included
         print(f"policy-server: error: {err}", file=sys.stderr)
         return 2
     beyond = not is_loopback(args.host)
-    if beyond and not (security.token or security.tls) and not args.insecure:
+    if beyond and not security.authenticates and not args.insecure:
+        tls = " (TLS encrypts, but lets in any client)" if security.tls else ""
         print(
-            f"policy-server: error: refusing to listen on {args.host} (beyond this machine) with neither a token "
-            f"(--token-file or ${TOKEN_ENV}) nor TLS (--tls-cert/--tls-key); give one, or --insecure to let anyone "
-            "who reaches the port use the policy",
+            f"policy-server: error: refusing to listen on {args.host} (beyond this machine) without authentication"
+            f"{tls}: give a token (--token-file or ${TOKEN_ENV}) or client certificates (--tls-client-ca), or "
+            "--insecure to let anyone who reaches the port use the policy",
             file=sys.stderr,
         )
         return 2
@@ -102,9 +119,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"policy-server: error: {err}", file=sys.stderr)
         return 2
     if beyond:
-        clear = " (the token travels in clear text: add TLS on untrusted networks)" if not security.tls else ""
+        missing = security.missing()
         print(
-            f"policy-server: listening beyond this machine on {args.host}:{port} ({security.describe()}){clear}",
+            f"policy-server: listening beyond this machine on {args.host}:{port} ({security.describe()})"
+            + (f": {missing}" if missing else ""),
             flush=True,
         )
     info = policy.info

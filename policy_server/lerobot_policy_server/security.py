@@ -20,6 +20,10 @@ import grpc
 
 TOKEN_ENV = "LEROBOT_POLICY_SERVER_TOKEN"
 TOKEN_METADATA = "authorization"
+# The shortest token a server takes (e.g. `openssl rand -hex 32` makes 64 characters).
+MIN_TOKEN_CHARS = 16
+NO_TOKEN = "the call carries no token"
+WRONG_TOKEN = "the call's token is not this server's"
 _BEARER = "Bearer "
 
 
@@ -57,11 +61,11 @@ def token_problem(token: str, metadata: Sequence[tuple[str, str | bytes]] | None
     """Why a call's metadata does not carry `token` ('' when it does); the comparison takes constant time."""
     given = [value for key, value in metadata or () if key == TOKEN_METADATA]
     if not given:
-        return "the call carries no token"
+        return NO_TOKEN
     value = given[0] if isinstance(given[0], str) else given[0].decode("utf-8", errors="replace")
     presented = value[len(_BEARER) :] if value.startswith(_BEARER) else value
     if not hmac.compare_digest(presented.encode(), token.encode()):
-        return "the call's token is not this server's"
+        return WRONG_TOKEN
     return ""
 
 
@@ -76,6 +80,11 @@ class ServerSecurity:
     client_ca: str = ""
 
     def __post_init__(self) -> None:
+        if self.token is not None and len(self.token) < MIN_TOKEN_CHARS:
+            raise SecurityError(
+                f"the token has {len(self.token)} characters, fewer than the {MIN_TOKEN_CHARS} a server takes; "
+                "make one with: openssl rand -hex 32 > policy.token"
+            )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise SecurityError("TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
         if self.client_ca and not self.tls_cert:
@@ -84,6 +93,20 @@ class ServerSecurity:
     @property
     def tls(self) -> bool:
         return bool(self.tls_cert)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether callers must prove who they are: a token, or a client certificate (mutual TLS)."""
+        return self.token is not None or bool(self.client_ca)
+
+    def missing(self) -> str:
+        """What a server beyond loopback lacks ('' when nothing): authentication, then encryption."""
+        if not self.authenticates:
+            lacks = "no token and no client certificates: anyone who reaches the port can use the policy"
+            return lacks + ("" if self.tls else ", and calls cross the network in clear text")
+        if not self.tls:
+            return "no TLS: the token crosses the network in clear text"
+        return ""
 
     def credentials(self) -> grpc.ServerCredentials | None:
         """gRPC server credentials for the TLS files (None without TLS)."""

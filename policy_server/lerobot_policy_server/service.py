@@ -23,8 +23,9 @@ import numpy.typing as npt
 
 from lerobot_policy_server import images, protocol
 from lerobot_policy_server.admission import CallPool, Gate, ServerLimits, ServerStats, stats_fields
+from lerobot_policy_server.front import ConnectionFront
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
-from lerobot_policy_server.security import ServerSecurity
+from lerobot_policy_server.security import ServerSecurity, is_loopback
 
 # The client's channel options: frames carry camera images (a few MB), far above gRPC's 4 MB default. The
 # server's are `ServerLimits.grpc_options` (requests sized from the policy's inputs).
@@ -142,29 +143,65 @@ def start_server(
     port: int = protocol.DEFAULT_PORT,
     security: ServerSecurity | None = None,
     limits: ServerLimits | None = None,
+    front: bool | None = None,
 ) -> tuple[Any, int]:
-    """Start serving `policy` on host:port (port 0 = any free port); returns (grpc server, bound port).
+    """Start serving `policy` on host:port (port 0 = any free port); returns (server, bound port).
 
     `security`: token and TLS callers must present (default: none); `limits`: `ServerLimits()` by default.
+    `front` (default: when `host` is beyond loopback): clients connect to a `ConnectionFront` on host:port, which
+    bounds connections per client address and in total, and relays them to gRPC on loopback. The server's
+    `stop(grace)` stops both.
     """
     security = security or ServerSecurity()
     service = PolicyService(policy, limits)
+    fronted = not is_loopback(host) if front is None else front
     pool = CallPool(service.limits.max_concurrent)
-    server = grpc.server(
+    server = grpc.server(pool, options=service.limits.grpc_options(service.request_bytes, fronted))
+    connection_front: ConnectionFront | None = None
+    if fronted:
+        connection_front = ConnectionFront(host, port, 0, service.limits, service.stats)
+    gate = Gate(
+        service.handlers(),
+        security.token,
         pool,
-        options=service.limits.grpc_options(service.request_bytes),
-        maximum_concurrent_rpcs=service.limits.max_concurrent,
+        service.limits.max_concurrent,
+        service.stats,
+        connection_front.authorized if connection_front is not None else None,
     )
-    server.add_generic_rpc_handlers(
-        (Gate(service.handlers(), security.token, pool, service.limits.max_concurrent, service.stats),)
-    )
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    server.add_generic_rpc_handlers((gate,))
+    grpc_host, grpc_port = ("127.0.0.1", 0) if fronted else (host, port)
+    address = f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else f"{grpc_host}:{grpc_port}"
     credentials = security.credentials()
     bound = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     if bound == 0:
         raise OSError(f"cannot listen on {address} (port in use or host not local)")
     server.start()
-    return server, bound
+    if connection_front is None:
+        return _Server(server, gate, None), bound
+    connection_front.upstream_port = bound
+    try:
+        return _Server(server, gate, connection_front), connection_front.start()
+    except OSError:
+        server.stop(0)
+        gate.close()
+        raise
+
+
+class _Server:
+    """The gRPC server with its refusal threads and (beyond loopback) its front; `stop` stops them all."""
+
+    def __init__(self, server: Any, gate: Gate, front: ConnectionFront | None) -> None:
+        self.grpc_server, self.gate, self.front = server, gate, front
+
+    def stop(self, grace: float | None) -> threading.Event:
+        if self.front is not None:
+            self.front.close()
+        done: threading.Event = self.grpc_server.stop(grace)
+        self.gate.close()
+        return done
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return bool(self.grpc_server.wait_for_termination(timeout))
 
 
 def serve_forever(server: Any, grace_s: float = 1.0) -> None:

@@ -90,14 +90,14 @@ def test_the_cli_refuses_every_interface_without_token_or_tls(tmp_path: Path) ->
 
 
 def test_a_token_is_required_and_compared(serve) -> None:
-    port = serve(security=ServerSecurity(token="correct-horse"))
+    port = serve(security=ServerSecurity(token="correct-horse-battery-staple"))
     url = f"grpc://127.0.0.1:{port}"
     for security, why in ((None, "carries no token"), (ClientSecurity(token="wrong"), "is not this server's")):
         with PolicyClient(url, 5.0, security=security) as client, pytest.raises(RemoteError, match=why) as err:
             client.info()
         assert err.value.code is ErrorCode.UNAUTHENTICATED
         assert "\n" not in str(err.value)
-    with PolicyClient(url, 5.0, security=ClientSecurity(token="correct-horse")) as client:
+    with PolicyClient(url, 5.0, security=ClientSecurity(token="correct-horse-battery-staple")) as client:
         assert client.info().policy_type == "fake_sine"
         assert client.predict(STATE, stamp_ns=1).actions.shape == (15, 6)
         counts = client.stats()["counts"]

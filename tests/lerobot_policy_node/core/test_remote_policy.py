@@ -166,14 +166,15 @@ def test_a_server_asking_for_a_token_gets_it_from_the_token_file(port, tmp_path:
     from lerobot_policy_node.core.policies import RemoteAccess
     from lerobot_policy_server.security import ServerSecurity
 
-    server, _ = start_server(TaskRecorder(6, 15, 30.0, "none"), "127.0.0.1", port, ServerSecurity(token="t0ken"))
+    security = ServerSecurity(token="t0ken-0123456789abcdef")
+    server, _ = start_server(TaskRecorder(6, 15, 30.0, "none"), "127.0.0.1", port, security)
     url = f"grpc://127.0.0.1:{port}"
     try:
         with pytest.raises(PolicyLoadError, match=r"refused Info: the call carries no token.*set remote_token_file"):
             RemotePolicy(url, timeout_s=5.0)
         with pytest.raises(PolicyConfigError, match=r"token file .*absent: cannot read it"):
             RemotePolicy(url, timeout_s=5.0, access=RemoteAccess(token_file=str(tmp_path / "absent")))
-        (tmp_path / "token").write_text("t0ken\n")
+        (tmp_path / "token").write_text("t0ken-0123456789abcdef\n")
         policy = RemotePolicy(url, timeout_s=5.0, access=RemoteAccess(token_file=str(tmp_path / "token")))
         observation = {"observation.state": np.zeros(6), "timestamp": 1.0, "task": ""}
         assert policy.predict_chunk(observation).shape == (15, 6)

@@ -204,7 +204,7 @@ def test_a_task_with_control_characters_is_refused(tmp_path, processes, ros_node
 def test_the_node_presents_the_token_a_server_asks_for(tmp_path, processes, ros_node):
     chunks = ChunkProbe(ros_node)
     publish_joint_states(ros_node)
-    (tmp_path / "token").write_text("5ecret-token\n")
+    (tmp_path / "token").write_text("5ecret-token-0123456789\n")
     port = free_port()
     start_fake_server(processes, port, "--token-file", str(tmp_path / "token"))
     contract = write_contract(tmp_path / "contract.yaml")
