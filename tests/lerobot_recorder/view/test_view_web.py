@@ -191,6 +191,28 @@ def test_a_chunked_request_body_is_refused(proxy):
         assert conn.recv(4096).startswith(b"HTTP/1.1 411 Length Required\r\n")
 
 
+def test_idle_connections_are_bounded_and_closed(proxy, monkeypatch):
+    """Hostile round 4: 8,000 connections that sent nothing were all held, with no timeout (35 -> 8,035 fds)."""
+    from lerobot_recorder.view import web
+
+    proxy, _ = proxy
+    monkeypatch.setattr(web, "HEAD_TIMEOUT_S", 0.5)
+    socks = [
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=30) for _ in range(web.MAX_CONNECTIONS_PER_PEER + 8)
+    ]
+    try:
+        for sock in socks:  # the 8 beyond one address's limit at once, the others when their head is late
+            assert sock.recv(4096) == b""
+        assert proxy.held() == 0
+        assert proxy.refused == {"connections": 8, "timed_out": web.MAX_CONNECTIONS_PER_PEER}
+        conn, answer = request(proxy, "GET", "/re_viewer.js", {"Authorization": f"Bearer {TOKEN}"})
+        assert answer.status == 200
+        conn.close()
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

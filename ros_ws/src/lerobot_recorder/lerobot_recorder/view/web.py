@@ -43,6 +43,12 @@ _HOP_BY_HOP = {
     "upgrade", "host", "cookie", "authorization",
 }  # fmt: skip
 _MAX_HEAD = 64 * 1024
+# The token proxy's bounds: a request head must arrive within HEAD_TIMEOUT_S of connecting; a request body
+# must keep coming (BODY_IDLE_S); connections held at once per client address and in all.
+HEAD_TIMEOUT_S = 10.0
+BODY_IDLE_S = 30.0
+MAX_CONNECTIONS_PER_PEER = 32
+MAX_CONNECTIONS = 256
 
 
 class WebViewerError(Exception):
@@ -221,7 +227,10 @@ class TokenProxy:
     itself, with the data URL of this origin), setting an HttpOnly, SameSite=Strict cookie the page's later
     requests carry; `Authorization: Bearer <token>` works too. Each connection carries one request
     (`Connection: close`), so every request is checked; responses are streamed as they come (the viewer's data
-    stream never ends). The event loop runs in its own thread; `problem()` says when it has died.
+    stream never ends). A connection whose request head has not arrived within `HEAD_TIMEOUT_S`, or whose body
+    stalls for `BODY_IDLE_S`, is closed; connections beyond `MAX_CONNECTIONS_PER_PEER` from one address or
+    `MAX_CONNECTIONS` in all are closed at once (`refused` counts what was closed). The event loop runs in its
+    own thread; `problem()` says when it has died.
     """
 
     def __init__(self, host: str, port: int, token: str, upstreams: Upstreams) -> None:
@@ -233,6 +242,8 @@ class TokenProxy:
         self._error: BaseException | None = None
         self._started = threading.Event()
         self._closed = False
+        self._held: collections.Counter[str] = collections.Counter()
+        self.refused = collections.Counter[str]()
         self._thread = threading.Thread(target=self._run, name="view-token-proxy", daemon=True)
 
     def start(self) -> None:
@@ -302,15 +313,31 @@ class TokenProxy:
         return any(hmac.compare_digest(value.encode(), self._token) for value in offered)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = str(peername[0]) if peername else "?"
+        if self._held[peer] >= MAX_CONNECTIONS_PER_PEER or self._held.total() >= MAX_CONNECTIONS:
+            self.refused["connections"] += 1
+            writer.transport.abort()
+            return
+        self._held[peer] += 1
         try:
             await self._handle(reader, writer)
+        except TimeoutError:
+            self.refused["timed_out"] += 1
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass  # a client that went away or sent garbage: this connection only
         finally:
+            self._held[peer] -= 1
+            if not self._held[peer]:
+                del self._held[peer]
             writer.close()
 
+    def held(self) -> int:
+        """Client connections open now."""
+        return self._held.total()
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
         lines = head.decode("latin-1").split("\r\n")
         method, target, _version = lines[0].split(" ", 2)
         headers: dict[str, str] = {}
@@ -369,7 +396,7 @@ class TokenProxy:
             out += [f"{k}: {v}" for k, v in headers.items() if k not in _HOP_BY_HOP]
             up_writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
             while length > 0:
-                chunk = await reader.read(min(length, 65536))
+                chunk = await asyncio.wait_for(reader.read(min(length, 65536)), BODY_IDLE_S)
                 if not chunk:
                     return
                 up_writer.write(chunk)
