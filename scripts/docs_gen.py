@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+from lerobot_ros.bounded_yaml import load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 AMENT_PACKAGES = sorted([*(ROOT / "ros_ws" / "src").iterdir(), ROOT / "sim_bridge"])
@@ -168,7 +168,7 @@ def _launch_args(path: Path) -> tuple[str, list[dict[str, str]]]:
             break
         comments.append(line.lstrip("# ").rstrip())
     args = []
-    for entry in (yaml.safe_load(text) or {}).get("launch", []) or []:
+    for entry in (load_yaml(text) or {}).get("launch", []) or []:
         if isinstance(entry, dict) and isinstance(entry.get("arg"), dict):
             arg = entry["arg"]
             args.append({k: str(arg.get(k, "")) for k in ("name", "default", "description")})

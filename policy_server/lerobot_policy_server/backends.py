@@ -75,14 +75,41 @@ def _project_metadata(directory: Path) -> tuple[dict[str, Any], dict[str, Any] |
     try:
         import yaml
 
-        contract = yaml.safe_load(path.read_text())
+        from lerobot_ros.bounded_yaml import load_yaml  # the project's YAML loader, aliases bounded
+
+        contract = load_yaml(path.read_text())
     except ImportError:
-        return meta, None  # the contract is an extra: without PyYAML the client gives its own
+        return meta, None  # the contract is an extra: without PyYAML and lerobot_ros the client gives its own
     except (OSError, yaml.YAMLError) as err:
         raise LoadError(f"{path}: cannot read the checkpoint's contract ({' '.join(str(err).split())})") from None
     if not isinstance(contract, dict):
         raise LoadError(f"{path}: the checkpoint's contract is not a YAML mapping")
     return meta, contract
+
+
+MAX_CAMERA_SIDE = 4096
+"""Largest camera height or width a served checkpoint may declare (lerobot_training's limit too): LeRobot builds the
+policy for, and the server sizes every picture to, what config.json declares."""
+
+
+def _check_camera_sizes(directory: Path) -> None:
+    """LoadError for a config.json whose camera inputs declare more than MAX_CAMERA_SIDE pixels a side, before
+    LeRobot builds anything of that size (a config.json saying 100000x100000 would allocate tens of GB)."""
+    try:
+        features = json.loads((directory / "config.json").read_text()).get("input_features") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # LeRobot's own load reports an unreadable config.json
+    for key, feature in features.items() if isinstance(features, dict) else ():
+        if not isinstance(feature, dict) or feature.get("type") != "VISUAL":
+            continue
+        shape = feature.get("shape")
+        sides = shape[1:] if isinstance(shape, list) and len(shape) == 3 else None
+        if sides is None or not all(isinstance(n, int) and 0 < n <= MAX_CAMERA_SIDE for n in sides):
+            raise LoadError(
+                f"{directory / 'config.json'}: camera input {key!r} declares shape {str(shape)[:60]}, not "
+                f"(3, height, width) with sides of 1..{MAX_CAMERA_SIDE} pixels; the checkpoint's config.json is "
+                "damaged or was edited: restore it (or train again)"
+            )
 
 
 def _action_names(meta: Mapping[str, Any]) -> tuple[str, ...]:
@@ -127,6 +154,7 @@ class LeRobotBackend:
 
     def __init__(self, directory: Path, device: str = "cpu", seed: int | None = None, robot_type: str = "") -> None:
         policy_type = read_policy_type(directory)
+        _check_camera_sizes(directory)
         try:
             import torch
             from lerobot.configs.policies import PreTrainedConfig

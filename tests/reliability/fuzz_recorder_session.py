@@ -296,6 +296,10 @@ class RecorderDeadSensors:
 
         said = [(int(m[1]), int(m[2])) for lv, line in log.lines
                 if lv == "info" and (m := re.match(r"saved episode (\d+): (\d+) frames", line))]  # fmt: skip
+        if not root.exists():  # a session that saved nothing leaves no dataset (never one validate refuses)
+            if num_saved or said:
+                raise DataLost(f"no dataset at {root}, {num_saved} episodes counted as saved, log {said}")
+            return
         with DatasetReader(root) as reader:
             if reader.num_episodes != num_saved or [i for i, _ in said] != list(range(num_saved)):
                 raise DataLost(f"{reader.num_episodes} episodes in the dataset, {num_saved} counted, log {said}")

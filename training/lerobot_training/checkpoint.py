@@ -58,6 +58,9 @@ UNNORMALIZER_STATE_NAME = "policy_postprocessor_step_0_unnormalizer_processor.sa
 RELATIVE_NORMALIZER_STATE_NAME = "policy_preprocessor_step_4_normalizer_processor.safetensors"
 CONFIG_VERSION = 2
 FORMAT_KEY = "lerobot_ros"  # config_version 1 kept our metadata under this key of config.json
+MAX_CAMERA_SIDE = 4096
+"""Largest camera height or width a checkpoint may declare (a 4K camera fits): the policy is built for, and every
+picture resized to, the declared size, so a config.json saying 100000x100000 would allocate tens of GB."""
 
 # LeRobot config fields that only concern its optimiser/scheduler/data loading/compilation.
 LEROBOT_TRAINING_FIELDS = frozenset(
@@ -350,8 +353,10 @@ def _read_contract(directory: Path, meta: Mapping[str, Any], where: Path) -> dic
         raise CheckpointError(f"{where} names contract {contract_name!r}, which is not a file in the directory")
     import yaml
 
+    from lerobot_ros.bounded_yaml import load_yaml
+
     try:
-        contract = yaml.safe_load(contract_path.read_text())
+        contract = load_yaml(contract_path.read_text())
     except yaml.YAMLError as err:
         raise CheckpointError(f"{contract_path} is not valid YAML: {err}") from None
     return contract if isinstance(contract, dict) else None
@@ -453,6 +458,23 @@ def _lerobot_config(cls: type[Policy], data: dict[str, Any], where: Path) -> Pol
     return cls.config_class.from_dict(data, ignore=LEROBOT_RUNTIME_FIELDS | LEROBOT_TRAINING_FIELDS)
 
 
+def check_camera_sizes(features: Mapping[str, Any], where: Path | str) -> None:
+    """Refuse a checkpoint whose camera inputs (``{"type": "VISUAL", "shape": [C, H, W]}`` entries of config.json,
+    or `PolicyFeature`s) declare more than `MAX_CAMERA_SIDE` pixels a side, before anything is sized from them."""
+    for key, feature in features.items():
+        kind = feature.get("type") if isinstance(feature, Mapping) else getattr(feature, "type", None)
+        if kind not in (FeatureType.VISUAL, FeatureType.VISUAL.value):
+            continue
+        shape = feature.get("shape") if isinstance(feature, Mapping) else getattr(feature, "shape", None)
+        sides = list(shape)[1:] if isinstance(shape, (list, tuple)) and len(shape) == 3 else None
+        if sides is None or not all(isinstance(n, int) and 0 < n <= MAX_CAMERA_SIDE for n in sides):
+            raise CheckpointError(
+                f"{where}: camera input {key!r} declares shape {str(shape)[:60]}, not (3, height, width) with sides "
+                f"of 1..{MAX_CAMERA_SIDE} pixels; the checkpoint's config.json is damaged or was edited: restore it "
+                "(or train again)"
+            )
+
+
 def _load_lerobot(
     directory: Path,
     data: dict[str, Any],
@@ -461,6 +483,7 @@ def _load_lerobot(
     feature_names: Any = None,
     meta_path: Path | None = None,
 ) -> LoadedPolicy:
+    check_camera_sizes(data.get("input_features") or {}, directory / CONFIG_NAME)
     config = _lerobot_config(cls, data, directory / CONFIG_NAME)
     _with_feature_names(config, feature_names, meta_path or directory / CONFIG_NAME)
     policy = cls(config)

@@ -119,6 +119,11 @@ class DatasetCollection:
         owner = int(np.searchsorted(self._frame_offsets, index, side="right")) - 1
         return dict(self.readers[owner][index - self._frame_offsets[owner]])
 
+    def check_shapes(self) -> None:
+        """Every dataset's declared shapes against its data (`DatasetReader.check_shapes`)."""
+        for reader in self.readers:
+            reader.check_shapes()
+
     def close(self) -> None:
         for reader in self.readers:
             reader.close()
@@ -132,6 +137,7 @@ def dataset_features(
     Default inputs: `observation.state`, `observation.environment_state` and every camera; `action` is
     the output. Cameras become (3, H, W). Raises FeatureMismatchError naming a missing feature.
     """
+    reader.check_shapes()  # the shapes below size the model: info.json's must match the data
     specs = {key: spec for key, spec in reader.features.items() if feature_type_of(key, spec.dtype) is not None}
     if ACTION not in specs:
         raise FeatureMismatchError(f"dataset {reader.root} has no {ACTION!r} feature; policies need it as output")

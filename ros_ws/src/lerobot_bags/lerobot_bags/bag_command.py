@@ -68,6 +68,13 @@ def _add_bag2dataset(parser: argparse.ArgumentParser) -> None:
         "existing ROOT is resumed when this same command made it: only what it lacks is converted",
     )
     parser.add_argument(
+        "--allow-type-change",
+        action="store_true",
+        help="convert a contract topic that also carries messages of another type (a type change mid-bag): its "
+        "messages of the contract's type are converted, the others skipped, counted and reported (default: refuse "
+        "the bag)",
+    )
+    parser.add_argument(
         "--allow-duplicates", action="store_true", help="convert bags that ROOT (or this command) already holds again"
     )
     parser.add_argument("--push-to-hub", default=None, metavar="REPO", help="upload the dataset to this Hub repo")
@@ -142,6 +149,7 @@ def _run_bag2dataset(args: argparse.Namespace) -> int:
             task=args.task,
             task_topic=args.task_topic,
             split=split,
+            allow_type_change=args.allow_type_change,
         )
     except ValueError as err:
         raise CommandError(f"{args.contract}: {err}") from None

@@ -85,6 +85,7 @@ class ConvertOptions:
     task: str | None = None
     task_topic: str | None = None
     split: SplitRule = field(default_factory=SplitRule)
+    allow_type_change: bool = False  # convert a topic's messages of the contract's type when it carries others too
 
     def __post_init__(self) -> None:
         if self.stamp not in ("header", "receive"):
@@ -159,8 +160,11 @@ class _ClockStats:
         return self.offset_sum_s / self.count if self.count else 0.0
 
 
-def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -> None:
-    """Raise BagError when a contract topic is missing, has no message of the contract's type, lacks a field or
+def check_contract_against_bag(
+    bag: BagSource, contract: Contract, stamp: str, *, allow_type_change: bool = False
+) -> None:
+    """Raise BagError when a contract topic is missing, has no message of the contract's type, carries messages of
+    another type too (unless `allow_type_change`: those are then skipped, counted and warned), lacks a field or
     a header."""
     for feat in contract.features.values():
         info = bag.check_topic(feat.topic, feat.type)
@@ -169,6 +173,13 @@ def check_contract_against_bag(bag: BagSource, contract: Contract, stamp: str) -
             kinds = ", ".join(f"{n} {t}" for t, n in others.items())
             raise BagError(
                 f"bag {bag.path}: {feat.topic} has no {feat.type} message (the contract's type), only {kinds}"
+            )
+        if others and not allow_type_change:
+            kinds = ", ".join(f"{n} {t}" for t, n in others.items())
+            raise BagError(
+                f"bag {bag.path}: {feat.topic} changes type in the bag ({info.types[feat.type]} {feat.type}, the "
+                f"contract's type, and {kinds}); pass --allow-type-change to convert the {feat.type} messages only "
+                "(the others are skipped and reported)"
             )
         if stamp == "header" and feat.type not in info.header_types:
             raise BagError(f"bag {bag.path}: {feat.topic} ({feat.type}) has no header stamp; use --stamp receive")
@@ -371,7 +382,9 @@ def bag_events(path: str | Path, options: ConvertOptions, skip_parts: Collection
         with BagSource(path) as bag:
             info.update(storage=bag.info.storage, compression=bag.info.compression, stamp=options.stamp)
             info["warnings"] = bag.info.warnings
-            check_contract_against_bag(bag, options.contract, options.stamp)
+            check_contract_against_bag(
+                bag, options.contract, options.stamp, allow_type_change=options.allow_type_change
+            )
             ranges = _plan(bag, options)
             # The conversion pass counts the damaged messages of the feature topics (again, if _plan read them).
             for topic in options.contract.topics:

@@ -110,6 +110,12 @@ def report_path_for(root: Path) -> Path:
 def check_output(root: Path) -> None:
     """BagError unless `root` can be the dataset folder of this run: a folder (existing or not) this process can
     write in. Probed by creating (and deleting) a temporary file where the dataset's files would go."""
+    try:
+        root.resolve()
+    except (RuntimeError, OSError):  # Python 3.12 raises RuntimeError for a symlink loop, 3.13 OSError (ELOOP)
+        raise BagError(
+            f"--output {root} is a symbolic link that leads back to itself (a loop); remove it or give another folder"
+        ) from None
     if root.exists() and not root.is_dir():
         kind = "a file" if root.is_file() else "not a folder (a device or another special file)"
         raise BagError(f"--output {root} is {kind}; give the path of a dataset folder (new or existing)")
@@ -132,7 +138,9 @@ def preflight(bags: Sequence[Path], options: ConvertOptions) -> list[str]:
     for path in bags:
         try:
             with BagSource(path) as bag:
-                check_contract_against_bag(bag, options.contract, options.stamp)
+                check_contract_against_bag(
+                    bag, options.contract, options.stamp, allow_type_change=options.allow_type_change
+                )
                 for topic in filter(None, (options.task_topic, options.split.topic)):
                     if topic not in bag.info.topics:
                         raise BagError(f"bag {path} has no topic {topic}")

@@ -42,6 +42,7 @@ import yaml
 from lerobot_contract import images
 from lerobot_contract.errors import ContractError, MessageMismatchError, NonFiniteValueError
 from lerobot_contract.units import JointUnits, UnitConverter, parse_units
+from lerobot_ros.bounded_yaml import load_yaml
 
 STAMP_SOURCES = ("header", "receive")
 IMAGE_TYPES = (images.IMAGE_TYPE, images.COMPRESSED_IMAGE_TYPE)
@@ -389,7 +390,7 @@ class Contract:
                 str(path), "<file>", f"not UTF-8 text (byte {err.start}): a YAML file is expected"
             ) from None
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as err:
             # One line: PyYAML's message spans several (context, the quoted line, a caret).
             raise ContractError(str(path), "<file>", f"not valid YAML: {' '.join(str(err).split())}") from None

@@ -85,6 +85,14 @@ class DatasetMeta:
                 f"{root} is a LeRobot {version or 'unknown-version'} dataset; only v3.x is supported "
                 "(convert it with lerobot's convert_dataset_v21_to_v30)"
             )
+        for key in ("fps", "total_frames", "total_episodes"):
+            value = info.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "fps" else 0):
+                kind = "a positive" if key == "fps" else "a non-negative"
+                raise DatasetFormatError(
+                    f"{root / INFO_PATH}: {key} must be {kind} integer, is {str(value)[:40]}; fix meta/info.json "
+                    f"(`lerobot-ros dataset validate {root}` lists every problem)"
+                )
         try:
             features = {key: FeatureSpec.from_info(key, entry) for key, entry in info["features"].items()}
         except FeatureError as err:

@@ -121,6 +121,30 @@ class DatasetReader:
             return values[0]
         return values.reshape(spec.shape).copy()
 
+    def check_shapes(self) -> None:
+        """Compare every user feature's declared shape (meta/info.json) with what its data holds at frame 0
+        (decoding one frame per camera); raises DatasetFormatError at the first that differs. Call it before
+        sizing anything (a model, a buffer) from the declared shapes: info.json can say anything."""
+        if len(self) == 0:
+            return
+        episode = self._episode_of(0)
+        for key, spec in self.meta.user_features.items():
+            if spec.dtype == "string":
+                continue
+            try:
+                if spec.is_camera:
+                    found = tuple(np.shape(self._value(key, spec, 0, episode)))
+                else:
+                    found = (int(self._numeric(key, spec)[0].size),)
+            except (ValueError, TypeError, OSError) as err:
+                raise DatasetFormatError(f"{self.root}: frame 0 of {key!r} cannot be read: {err}") from None
+            if found != spec.shape:
+                raise DatasetFormatError(
+                    f"{self.root}: meta/info.json declares {key!r} with shape {list(spec.shape)} but its data holds "
+                    f"{list(found)}; fix meta/info.json (`lerobot-ros dataset validate {self.root}` lists every "
+                    "problem)"
+                )
+
     def value(self, index: int, key: str) -> Any:
         """One feature of frame `index` (as in `reader[index][key]`), decoding nothing else."""
         index = self._check_index(index)

@@ -36,6 +36,8 @@ import numpy as np
 import yaml
 from rosidl_parser import definition as idl
 
+from lerobot_ros.bounded_yaml import load_yaml
+
 INTERFACE_KINDS = ("msg", "srv", "action")
 TRUNCATION_MARKER = "..."
 
@@ -372,7 +374,7 @@ def _unknown_field_message(path: str, walked: list[str], part: str, names: list[
 def parse_yaml_mapping(text: str) -> dict[str, Any]:
     """Parse YAML text (`'{data: hello}'` or `'data: hello'`) into a mapping; empty text is `{}`."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

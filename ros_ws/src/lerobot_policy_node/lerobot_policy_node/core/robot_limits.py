@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from lerobot_policy_node.core.errors import PolicyConfigError
+from lerobot_ros.bounded_yaml import load_yaml
 
 # The arm driver's own default (lerobot_drivers.nodes.arm_driver.DEFAULT_MAX_VELOCITY; not imported: it is a node).
 DRIVER_DEFAULT_MAX_VELOCITY = 3.0
@@ -100,7 +101,7 @@ def load_robot_limits(path: str | Path, executor_name: str) -> RobotLimits:
     ``/follower/action_executor``); raises PolicyConfigError naming the file and what is missing."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except FileNotFoundError:
         raise PolicyConfigError(f"robot_config {path} does not exist") from None
     except (OSError, yaml.YAMLError) as err:

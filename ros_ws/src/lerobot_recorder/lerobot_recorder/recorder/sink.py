@@ -23,6 +23,7 @@ from lerobot_contract import MessageMismatchError
 from lerobot_contract.align import AlignedFrame
 from lerobot_contract.frames import FrameDecoder
 from lerobot_dataset import DatasetError, DatasetWriter, EncoderError
+from lerobot_dataset.commit import uncommitted_dataset
 
 
 @dataclass(frozen=True)
@@ -247,3 +248,8 @@ class EpisodeSink:
             self._episode_open = False
             self.writer.discard_episode()
         self.writer.close()
+        root = self.writer.root
+        if self.writer.num_episodes == 0 and uncommitted_dataset(root):
+            # Nothing was saved (a camera dead before the first frame): a folder of meta/ without an episode is
+            # no dataset (`dataset validate` refuses it), so none is left; a later session would take it over.
+            shutil.rmtree(root, ignore_errors=True)

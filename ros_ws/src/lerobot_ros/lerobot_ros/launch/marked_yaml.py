@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from lerobot_ros.bounded_yaml import BoundedSafeLoader, load_yaml
+
 
 class MarkedMap(dict[Any, Any]):
     """A YAML mapping with the 1-based line of its start and of each of its keys."""
@@ -45,7 +47,7 @@ class YamlSyntaxError(ValueError):
         self.problem = problem
 
 
-class _MarkedLoader(yaml.SafeLoader):
+class _MarkedLoader(BoundedSafeLoader):
     pass
 
 
@@ -79,7 +81,7 @@ _MarkedLoader.add_constructor("tag:yaml.org,2002:seq", _construct_list)
 def load_marked_yaml(text: str, path: Path) -> Any:
     """Parse `text` (read from `path`, used in messages); raises `YamlSyntaxError` with the line."""
     try:
-        return yaml.load(text, Loader=_MarkedLoader)  # a SafeLoader subclass: no arbitrary objects
+        return load_yaml(text, _MarkedLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         if err.context_mark is not None and (mark is None or mark.index >= len(text.rstrip())):

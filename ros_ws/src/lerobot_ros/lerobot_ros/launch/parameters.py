@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.launch.substitutions import Template, has_substitutions, parse_template
 
 ParameterResult = bool | int | float | str | list[Any]
@@ -106,7 +107,7 @@ def coerce_text(text: str, scalar: type | None, is_list: bool) -> ParameterResul
         if not text:
             return text
         try:
-            value = yaml.safe_load(text)
+            value = load_yaml(text)
         except yaml.YAMLError:
             raise ParameterTypeError(f"{text!r} is not valid YAML") from None
         if not (_scalar_ok(value) or (isinstance(value, list) and _uniform(value, can_be_str=False))):
@@ -191,7 +192,7 @@ def parameter_value(raw: Any, type_name: Any | None, evaluate: Callable[[Templat
 def global_parameter_value(text: str) -> ParameterResult:
     """A `set_parameter` value: its substituted text read as YAML (launch_ros's evaluate_parameter_dict)."""
     try:
-        value = yaml.safe_load(text or "''")
+        value = load_yaml(text or "''")
     except yaml.YAMLError:
         raise ParameterTypeError(f"{text!r} is not valid YAML") from None
     if _scalar_ok(value):

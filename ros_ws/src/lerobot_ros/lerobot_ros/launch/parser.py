@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.launch import processes
 from lerobot_ros.launch.description import (
     DeclaredArgument,
@@ -419,7 +420,7 @@ class Planner:
             if not chunk.strip():
                 continue
             try:
-                values = yaml.safe_load(chunk)
+                values = load_yaml(chunk)
             except yaml.YAMLError as err:
                 raise LaunchFileError(
                     location, f"values: {chunk!r} is not YAML: {' '.join(str(err).split())}"

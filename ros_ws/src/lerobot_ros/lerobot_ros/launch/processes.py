@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import yaml
 
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.launch.description import (
     OUTPUTS,
     InlineParameters,
@@ -268,7 +269,7 @@ def _parameter_file(planner: Visitor, entry: MarkedMap, location: Location, fram
         raise LaunchFileError(location, f"params file {file_path} cannot be read: {err.strerror}") from None
     substituted = planner.sub(text, location, frame) if allow_substs else None
     try:
-        content = yaml.safe_load(substituted if substituted is not None else text)
+        content = load_yaml(substituted if substituted is not None else text)
     except yaml.YAMLError as err:
         raise LaunchFileError(
             location, f"params file {file_path} is not valid YAML: {' '.join(str(err).split())}"

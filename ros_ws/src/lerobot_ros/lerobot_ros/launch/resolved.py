@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.launch.description import InlineParameters, LaunchPlan, ProcessDescription
 from lerobot_ros.launch.parameters import flatten_parameters
 
@@ -50,7 +49,7 @@ def _process(process: ProcessDescription, base_env: Mapping[str, str]) -> dict[s
             if isinstance(source, InlineParameters):
                 content = source.params_file_content(node.params_key)
             elif source.substituted is not None:
-                content = yaml.safe_load(source.substituted)
+                content = load_yaml(source.substituted)
             else:
                 parameters.append({"file": str(source.path)})
                 continue

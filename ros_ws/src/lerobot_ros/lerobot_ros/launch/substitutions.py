@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.launch.errors import SubstitutionError
 
 # name -> (min args, max args or None for any number)
@@ -244,7 +245,7 @@ def typed_bool(text: str) -> bool:
     """launch's `perform_typed_substitution(..., bool)`: '1'/'0', then a YAML bool (true, False, yes, off...)."""
     text = {"1": "true", "0": "false"}.get(text, text)
     try:
-        value = yaml.safe_load(text) if text else text
+        value = load_yaml(text) if text else text
     except yaml.YAMLError:
         value = text
     if not isinstance(value, bool):
