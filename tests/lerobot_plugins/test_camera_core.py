@@ -87,3 +87,29 @@ def test_silent_camera_topic_is_one_line(ros_domain) -> None:
     with pytest.raises(RosLinkError) as err:
         camera.connect()
     assert "\n" not in str(err.value) and "no message on /cameras/none/image_raw" in str(err.value)
+
+
+@pytest.mark.ros
+def test_read_latest_peeks_without_waiting_and_refuses_a_stale_image(ros_node) -> None:
+    """LeRobot 0.6's Camera.read_latest(): the newest image at once, not marked as returned (async_read still
+    returns it), TimeoutError once the newest image is older than the limit (the topic stopped)."""
+    stream = ImageStream(ros_node)
+    camera = TopicCamera(TOPIC, 32, 24, fps=30, connect_timeout_s=30)
+    try:
+        camera.connect()
+        image = camera.read_latest(max_age_s=0.5)
+        assert image.shape == (24, 32, 3) and image.dtype == np.uint8
+        assert camera._last_ns is None  # a peek: nothing marked as returned
+        assert int(image[0, 0, 0]) in {value for _, value in list(stream.sent)}
+        camera.async_read(2.0)
+        stream.stop()
+        newest = camera._link_open().newest_frame()
+        assert newest is not None
+        with pytest.raises(TimeoutError) as err:
+            while True:  # the newest image ages past 50 ms now that nothing is published
+                camera.read_latest(max_age_s=0.05)
+        assert "\n" not in str(err.value) and f"camera {TOPIC}: newest image is" in str(err.value)
+        assert (camera.read_latest(max_age_s=3600) == stream.value_at(newest.time_ns)).all()
+    finally:
+        stream.stop()
+        camera.disconnect()

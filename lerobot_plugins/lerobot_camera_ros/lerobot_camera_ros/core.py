@@ -31,7 +31,8 @@ def camera_contract(topic: str, width: int, height: int, fps: int, max_age_s: fl
 
 
 class TopicCamera:
-    """See the module docstring. `read()` is the newest frame; `async_read()` waits for one not returned yet."""
+    """See the module docstring. `read()` is the newest frame; `async_read()` waits for one not returned yet;
+    `read_latest()` peeks at the newest frame without waiting."""
 
     def __init__(
         self,
@@ -72,6 +73,19 @@ class TopicCamera:
         if age > self.max_age_s:
             raise RosLinkError(f"camera {self.topic}: newest image is {age:.2f} s old (max_age_s {self.max_age_s:g})")
         self._last_ns = frame.time_ns
+        return self._image(link, frame)
+
+    def read_latest(self, max_age_s: float) -> npt.NDArray[np.uint8]:
+        """The newest frame at once, without waiting and without marking it returned (async_read may still return
+        it): TimeoutError when it is older than `max_age_s`, RuntimeError when no image has arrived yet."""
+        link = self._link_open()
+        frame = link.newest_frame()
+        if frame is None:
+            raise RuntimeError(f"camera {self.topic}: no image received yet")
+        age = link.frame_age_s(frame)
+        if age > max_age_s:
+            limit_ms = max_age_s * 1000
+            raise TimeoutError(f"camera {self.topic}: newest image is {age * 1000:.0f} ms old (max {limit_ms:g} ms)")
         return self._image(link, frame)
 
     def async_read(self, timeout_s: float) -> npt.NDArray[np.uint8]:

@@ -51,6 +51,12 @@ class RosCamera(Camera):
             raise DeviceNotConnectedError(f"{self} is not connected")
         return self.camera.async_read(timeout_ms / 1000)
 
+    def read_latest(self, max_age_ms: int = 500) -> npt.NDArray[np.uint8]:
+        """The newest frame without waiting (LeRobot's peek): TimeoutError when it is older than `max_age_ms`."""
+        if not self.is_connected:
+            raise DeviceNotConnectedError(f"{self} is not connected")
+        return self.camera.read_latest(max_age_ms / 1000)
+
     def disconnect(self) -> None:
         if not self.is_connected:
             raise DeviceNotConnectedError(f"{self} is not connected")
