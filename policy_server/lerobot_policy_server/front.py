@@ -6,11 +6,15 @@ and nothing else held every place and locked the real client out. gRPC's Python 
 (grpc/grpc#23760), so the front accepts the clients' TCP connections itself and relays each, byte for byte (TLS
 included), to the gRPC server listening on loopback. It keeps:
 
-* per client address at most `max_connections_per_peer`, and in all at most `max_connections`. A connection
-  beyond either limit takes the place of the oldest connection (of that address, resp. of all) that has not
-  carried an authenticated call; when every one has, the new connection is closed. Authenticated connections
-  are never closed to make room, so connections that never call cannot crowd out the client that does.
+* per client address at most `max_connections_per_peer`: beyond, a new connection is closed at once (before
+  gRPC sees it). In all at most `max_connections`: beyond, a new connection takes the place of the oldest one
+  that has not carried an authenticated call; when every one has, the new connection is closed. Authenticated
+  connections are never closed to make room, so connections from many addresses that never call cannot crowd
+  out the client that does.
 * a connection that has carried no authenticated call `handshake_timeout_s` after it was accepted is closed.
+
+The loopback connection to gRPC is opened once the client has sent its first bytes, so silent connections cost
+gRPC nothing.
 
 `authorized(peer)` is called (by `admission.Gate`, on every admitted call) with the gRPC peer string of the
 front's loopback connection, which names the connection it relays. Counts go to the server's `ServerStats`.
@@ -125,17 +129,15 @@ class ConnectionFront:
 
     def _make_room(self, peer: str) -> bool:
         """Whether a new connection from `peer` may be held, closing an unauthenticated one where a limit is met."""
-        for limit, group in (
-            (self.limits.max_connections_per_peer, [c for c in self._connections if c.peer == peer]),
-            (self.limits.max_connections, self._connections),
-        ):
-            if len(group) < limit:
-                continue
-            oldest = next((c for c in group if not c.authorized), None)
-            if oldest is None:
-                return False
-            self.stats.count("evicted_connections")
-            self._forget(oldest)
+        if sum(c.peer == peer for c in self._connections) >= self.limits.max_connections_per_peer:
+            return False  # refused at once: cheaper than any connection the peer churns through
+        if len(self._connections) < self.limits.max_connections:
+            return True
+        oldest = next((c for c in self._connections if not c.authorized), None)
+        if oldest is None:
+            return False
+        self.stats.count("evicted_connections")
+        self._forget(oldest)
         return True
 
     def _forget(self, connection: _Connection) -> None:
@@ -156,7 +158,11 @@ class ConnectionFront:
         timer = self._loop.call_later(self.limits.handshake_timeout_s, self._check_handshake, connection)
         upstream_port = None
         try:
+            first = await reader.read(_CHUNK)  # a connection that sends nothing costs gRPC nothing
+            if not first or connection.closed:
+                return
             up_reader, up_writer = await asyncio.open_connection(LOOPBACK, self.upstream_port)
+            up_writer.write(first)
             connection.upstream = up_writer
             upstream_port = int(up_writer.get_extra_info("sockname")[1])
             self._by_upstream_port[upstream_port] = connection

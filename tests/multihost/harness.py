@@ -462,3 +462,51 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "window_s": window,
         **bandwidth,
     }
+
+
+@dataclass
+class ServerAndPeers:
+    """A server host and two client hosts, each client host on its own veth link to the server host (addresses
+    10.233.<n>.1 / .2 and 10.234.<n>.1 / .2; namespaces `lrp<tag>{s,c,a}`): a real client and an attacker with
+    different addresses. Nothing leaves the namespaces. `up()` makes them, `down()` removes them."""
+
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    def __post_init__(self) -> None:
+        subnet = 1 + int(self.tag, 16) % 250
+        self.ns = {"server": f"lrp{self.tag}s", "client": f"lrp{self.tag}c", "attacker": f"lrp{self.tag}a"}
+        # The server's address on each link, and each peer's own.
+        self.server_address = {"client": f"10.233.{subnet}.1", "attacker": f"10.234.{subnet}.1"}
+        self.address = {"client": f"10.233.{subnet}.2", "attacker": f"10.234.{subnet}.2"}
+
+    def up(self) -> None:
+        for ns in self.ns.values():
+            _run(["ip", "netns", "add", ns])
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        for peer in ("client", "attacker"):
+            server_if, peer_if = f"lrp{self.tag}{peer[0]}0", f"lrp{self.tag}{peer[0]}1"
+            _run(["ip", "link", "add", server_if, "type", "veth", "peer", "name", peer_if])
+            for interface, host, address in (
+                (server_if, "server", self.server_address[peer]),
+                (peer_if, peer, self.address[peer]),
+            ):
+                _run(["ip", "link", "set", interface, "netns", self.ns[host]])
+                _run(["ip", "-n", self.ns[host], "addr", "add", f"{address}/24", "dev", interface])
+                _run(["ip", "-n", self.ns[host], "link", "set", interface, "up"])
+
+    def down(self) -> None:
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True, check=False)
+
+    def command(self, host: str, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns[host], *argv]
+
+
+@contextmanager
+def server_and_peers() -> Iterator[ServerAndPeers]:
+    hosts = ServerAndPeers()
+    try:
+        hosts.up()
+        yield hosts
+    finally:
+        hosts.down()
