@@ -147,6 +147,23 @@ def test_bag_record_splits_by_duration(processes, tmp_path: Path) -> None:
     assert total >= 100  # 100 Hz for ~1.5 s after discovery
 
 
+def test_bag_record_stops_at_its_duration_on_a_live_topic(processes, tmp_path: Path) -> None:
+    """`--duration 2` on a topic that never pauses (joints at 100 Hz) records 2 s, not 2 s plus a wait for a quiet
+    moment that a live topic never gives (5 -> 10 s, 3 -> 8 s before)."""
+    start_streams(processes)
+    out = tmp_path / "timed"
+    recorder = processes.start(
+        [venv_script("lerobot-ros"), "bag", "record", "/follower/joint_states", "-o", str(out), "--duration", "2.0"],
+        name="bag-timed",
+    )
+    assert recorder.wait(40) == 0, recorder.output()[-3000:]
+    with BagSource(out) as source:
+        stamps = [stamp for _, stamp, _ in source.messages(["/follower/joint_states"])]
+    assert stamps, recorder.output()[-3000:]
+    # Stamps are the messages' reception times; the recording starts before the first and ends at the duration.
+    assert max(stamps) - min(stamps) <= 2_000_000_000, f"the bag spans {(max(stamps) - min(stamps)) / 1e9:.2f} s"
+
+
 def test_bag_record_rejects_bad_selections(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from lerobot_ros.cli import main
 

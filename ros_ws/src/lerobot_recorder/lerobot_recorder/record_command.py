@@ -50,6 +50,8 @@ def _run_record(args: argparse.Namespace) -> int:
     apply_ros_environment()
     rclpy.init()
     stop = stop_on_signals()
+    # Bag stamps are reception times on the system clock; nothing can be received before the node exists.
+    end_ns = time.time_ns() + round(args.duration * 1e9) if args.duration else None
     try:
         try:
             node = BagRecorder(
@@ -62,11 +64,13 @@ def _run_record(args: argparse.Namespace) -> int:
         except RecorderError as err:
             raise CommandError(str(err)) from None
         print(f"recording into {args.output} (Ctrl-C to stop)", flush=True)
-        start = time.monotonic()
+        if end_ns is not None:
+            node.stop_at(end_ns)
         while not stop.is_set() and rclpy.ok() and node.error is None:
             rclpy.spin_once(node, timeout_sec=0.1)
-            if args.duration and time.monotonic() - start >= args.duration:
+            if end_ns is not None and time.time_ns() >= end_ns:
                 break
+        node.stop_at(time.time_ns() if end_ns is None else min(end_ns, time.time_ns()))
         _drain(node)
         summary = node.finish()
         node.destroy_node()
@@ -80,7 +84,8 @@ def _run_record(args: argparse.Namespace) -> int:
 
 
 def _drain(node: object, quiet_s: float = 0.5, limit_s: float = 5.0) -> None:
-    """Take what the middleware still holds for us: spin until nothing came for `quiet_s` (at most `limit_s`)."""
+    """Take what reached us before the stop and the middleware still holds: spin until nothing more was recorded
+    for `quiet_s` (at most `limit_s`); what arrives after the stop is not recorded, so a live topic ends it too."""
     import rclpy
 
     deadline = time.monotonic() + limit_s

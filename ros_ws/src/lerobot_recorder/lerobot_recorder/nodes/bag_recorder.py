@@ -59,6 +59,9 @@ class BagRecorder(Node):
         self._heard: set[str] = set()
         self.error: str | None = None
         self.received = 0
+        # Messages that reach this process after this time (system clock, ns) are not recorded (`stop_at`).
+        self._stop_ns: int | None = None
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
         # Messages published that never reached us (gaps in each publisher's sequence numbers), per topic.
         self.lost: dict[str, int] = {}
         self._gaps = SequenceGaps()
@@ -127,7 +130,16 @@ class BagRecorder(Node):
             durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
         )
 
+    def stop_at(self, system_ns: int) -> None:
+        """Record only what reached this process by `system_ns` (system clock): what the middleware still holds
+        from before is taken when spun, what arrives later is left out (a live topic never pauses)."""
+        self._stop_ns = system_ns
+
     def _on_message(self, topic: str, raw: bytes, info: Any) -> None:
+        # The middleware's reception time (system clock), not when this callback got to it, which lags under load.
+        received_ns = int(info.get("received_timestamp") or 0) or time.time_ns()
+        if self._stop_ns is not None and received_ns > self._stop_ns:
+            return
         self.received += 1
         lost = self._gaps.lost_from_info(topic, info)
         if lost:
@@ -141,7 +153,8 @@ class BagRecorder(Node):
             # Discovery can lag the subscription by seconds: say when data really starts to arrive.
             self._heard.add(topic)
             self.get_logger().info(f"first message on {topic}")
-        self._queue.put((topic, int(self.get_clock().now().nanoseconds), raw))
+        stamp = int(self.get_clock().now().nanoseconds) if self._sim_time else received_ns
+        self._queue.put((topic, stamp, raw))
 
     def _write_loop(self) -> None:
         while True:
