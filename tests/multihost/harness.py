@@ -45,6 +45,10 @@ CAMERA_NAMES = ("front", "wrist")
 TARGET_DEG = np.array([12.0, -10.0, 15.0, 8.0, -6.0, 20.0])
 POLICY_IMAGE_SHAPE = (3, 96, 128)
 CLOCK_OFFSET_ENV = "LEROBOT_ROS_TEST_CLOCK_OFFSET_S"
+# Each host's kernel set up as docs/packages/lerobot_ros.md tells users to set up theirs for the multihost
+# profile: a lossy link leaves IP-fragmented datagrams (camera JPEGs) incomplete, and with the defaults (kept
+# 30 s, 4 MB in all) the host soon drops every fragmented datagram (ip_fragments.py shows it).
+HOST_SYSCTLS = {"net.ipv4.ipfrag_time": "3", "net.ipv4.ipfrag_high_thresh": "134217728"}
 # The policy node's /diagnostics values about a policy server's link, kept by `summarize`.
 POLICY_LINK_VALUES = ("bottleneck", "advice", "image_encoding", "link_request_bytes", "link_transfer_s")
 
@@ -106,6 +110,8 @@ class TwoHosts:
             # Multicast (DDS discovery) needs a route; everything leaves through the wire anyway.
             _run(["ip", "-n", ns, "route", "add", "224.0.0.0/4", "dev", host_if])
             _run(["ip", "netns", "exec", ns, sys.executable, str(HERE / "wire.py"), "--offload-off", host_if])
+            for name, value in HOST_SYSCTLS.items():
+                _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"{name}={value}"])
             self.shm[host].mkdir(parents=True, exist_ok=True)
             _run(["mount", "-t", "tmpfs", "-o", "size=512m", f"lrp{self.tag}", str(self.shm[host])])
             etc = Path("/etc/netns") / ns
