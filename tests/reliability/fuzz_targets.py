@@ -18,6 +18,7 @@ Every input is a pure function of ``(seed, index)``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import shutil
@@ -946,6 +947,11 @@ class BagSemantics(_BagBase):
         rng = rng_for(seed, index)
         kind = self.KINDS[index % len(self.KINDS)]
         entries, described = self.mutate(kind, rng)
+        # A type change is refused by default; every other one is converted with --allow-type-change.
+        allow = kind == "type_change" and index // len(self.KINDS) % 2 == 1
+        self.options = dataclasses.replace(self.options, allow_type_change=allow)
+        if allow:
+            described += " (--allow-type-change)"
         case = self.write(self.work / "case", entries)
         if kind not in ("rmw_bytes", "duplicates"):
             self.judge("mcap", case)

@@ -143,10 +143,29 @@ def _type_change(path: Path, second: str, change_at: int = 50) -> Path:
 
 
 @pytest.mark.parametrize("second", ["std_msgs/msg/Float64MultiArray", "sensor_msgs/msg/Image"])
-def test_a_topic_that_changes_type_mid_bag(tmp_path: Path, second: str) -> None:
-    """To Float64MultiArray: refused as "has no header stamp"; to Image: 6 of 11 frames with coverage 100 %."""
+def test_a_topic_that_changes_type_mid_bag_is_refused_by_default(tmp_path: Path, second: str) -> None:
+    """Issue #38: a type change mid-bag was converted (with a warning) and bag2dataset exited 0 with half the
+    frames; now the bag is refused in one line naming the option, and nothing is written."""
     bag = _type_change(tmp_path / "bag", second)
-    result = convert([bag], _contract(), tmp_path / "ds")
+    with pytest.raises(BagError) as caught:
+        convert([bag], _contract(), tmp_path / "ds")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"{TOPIC} changes type in the bag (50 sensor_msgs/msg/JointState, the contract's type, and 51 {second})" in (
+        message
+    )
+    assert "--allow-type-change" in message
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("second", ["std_msgs/msg/Float64MultiArray", "sensor_msgs/msg/Image"])
+def test_a_topic_that_changes_type_mid_bag_converts_its_part_with_allow_type_change(
+    tmp_path: Path, second: str
+) -> None:
+    """The messages of the contract's type convert; the others are skipped, counted, warned, and the coverage
+    says what is missing."""
+    bag = _type_change(tmp_path / "bag", second)
+    result = convert([bag], _contract(), tmp_path / "ds", allow_type_change=True)
     assert not result.failed, result.failed
     (episode,) = result.episodes
     assert episode["frames"] == 5  # 0.0 .. 0.4 s; the last JointState is at 0.49 s
