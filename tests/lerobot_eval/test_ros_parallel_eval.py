@@ -200,3 +200,45 @@ def test_every_robot_executor_gets_the_sim_arm_limits(tmp_path: Path) -> None:
                 sim.upper,
                 sim.max_velocity,
             )
+
+
+def _outcomes(
+    first_stamp: float, steps: int, end_step: int, episode: int = 4
+) -> list[tuple[int, int, float, float, str]]:
+    """The bridge's step outcomes of one 30 fps episode: (episode, step, stamp, reward, end), from the reset's."""
+    return [(episode, i, first_stamp + i / 30, 0.1 * (i > 0), "time_limit" if i >= end_step else "")
+            for i in range(steps + 1)]  # fmt: skip
+
+
+def test_an_episode_that_ended_before_the_executor_took_over_is_a_late_start() -> None:
+    # Issue 36: under load the supervisor took a 1 s episode's reset answer after the episode had run out; it then
+    # took the end first, counted none of the steps, enabled the executor on the chunk and reported 1 chunk, 0 steps
+    # and a cause other than late_start. The bridge's numbered, stamped outcomes give the same counts however late
+    # and in whatever order they are taken.
+    from lerobot_eval.failure_causes import EpisodeSignals, classify
+    from lerobot_eval.ros_evaluation import EpisodeSteps, episode_counts
+
+    reset_stamp = 100.0
+    outcomes = EpisodeSteps(4)
+    taken = _outcomes(reset_stamp, 36, 30)  # the sim keeps stepping past its end until the next reset
+    for outcome in [taken[30], *reversed(taken), (3, 29, 99.0, 5.0, "time_limit"), (5, 1, 102.0, 5.0, "")]:
+        outcomes.add(*outcome)  # the end first, the rest backwards, other episodes' outcomes ignored
+    control_s = reset_stamp + 1.4  # the executor was asked to take over after the episode's 30 steps
+    assert (outcomes.end, outcomes.end_step) == ("time_limit", 30)
+    assert episode_counts(outcomes, control_s) == (0, 30)
+    assert outcomes.episode_return() == pytest.approx(3.0)
+    signals = EpisodeSignals(fps=30.0, steps=30, steps_before_control=30, wall_s=0.0)
+    assert classify(False, signals).cause == "late_start"
+
+
+def test_steps_are_split_at_the_moment_the_executor_was_asked_to_take_over() -> None:
+    from lerobot_eval.ros_evaluation import EpisodeSteps, episode_counts
+
+    outcomes = EpisodeSteps(4)
+    taken = _outcomes(100.0, 30, 30)
+    for i in (0, 1, 2, 5, 7, 30, 12, 20):  # some lost on the way, the end taken before later ones
+        outcomes.add(*taken[i])
+    assert not EpisodeSteps(4).ended and outcomes.ended
+    # Control asked for between the stamps of steps 7 and 8: 7 steps without the policy, 23 with it.
+    assert episode_counts(outcomes, 100.0 + 7.5 / 30) == (23, 7)
+    assert episode_counts(outcomes, 99.0) == (30, 0)

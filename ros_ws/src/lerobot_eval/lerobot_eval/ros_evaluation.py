@@ -14,9 +14,12 @@ evaluations; the episode itself runs in real time (inference latency, the execut
 clock), so its steps and return are not the lockstep ones: the nodes need a running clock, not lockstep (the
 executor ticks on the wall clock), which is why this variant runs in real time.
 
-Reported per episode: seed, success, end reason, return (sum of `sim/reward`), steps (joint_states received),
-the initial block/goal positions, duration; overall: episodes per minute, the policy node's batch sizes (from
-its /diagnostics) and the executors' chunk statistics.
+Reported per episode: seed, success, end reason, return, steps, the initial block/goal positions, duration;
+overall: episodes per minute, the policy node's batch sizes (from its /diagnostics) and the executors' chunk
+statistics. An episode's steps, return and end are the bridge's own (`sim/step_outcome`: each step numbered and
+stamped, the end on the step that ended it), and the steps the sim ran before the executor took control are
+those stamped before the supervisor asked it to (`EpisodeSteps`): counted by the stamps, not by when this
+process got round to the messages, since under load it can take an episode's messages after the episode ended.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from typing import Any
 import yaml
 
 from lerobot_eval.failure_causes import DiagnosticsLog, classify, diagnostics_source, episode_signals
-from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.command import CommandError
 
 ROBOT_CONFIG = "config/robots/so101_sim.yaml"
@@ -60,7 +62,7 @@ def node_argv(executable: str, namespace: str, remaps: list[str], parameters: di
 
 def robots_config(source: Path, robots: list[str], path: Path) -> Path:
     """The sim's robot configuration (one `/follower/action_executor` section) with a section per robot's executor."""
-    sections = load_yaml(source.read_text()) or {}
+    sections = yaml.safe_load(source.read_text()) or {}
     section = next((v for k, v in sections.items() if str(k).endswith("/action_executor")), None)
     if section is None:
         raise CommandError(f"{source} has no action_executor section to give each robot's executor")
@@ -80,6 +82,54 @@ def bridge_argv(namespace: str, cameras: str, env_id: str, fps: float, seed: int
 
 
 @dataclass
+class EpisodeSteps:
+    """One episode's steps as the sim bridge numbered and stamped them (its `sim/step_outcome` messages).
+
+    Stamps are the bridge's wall clock (realtime mode), the clock `control_s` is on. Whatever the order and the
+    time at which the outcomes are taken, the counts are the same: the end is the first step that carries one
+    (every later step of an ended episode repeats it), and a step lost on the way leaves the numbering intact.
+    """
+
+    episode_index: int
+    end: str = ""
+    end_step: int = 0
+    end_stamp_s: float = 0.0
+    _stamps: dict[int, float] = field(default_factory=dict)
+    _rewards: dict[int, float] = field(default_factory=dict)
+
+    def add(self, episode_index: int, step_index: int, stamp_s: float, reward: float, episode_end: str) -> None:
+        """One outcome; those of other episodes are ignored."""
+        if episode_index != self.episode_index:
+            return
+        self._stamps[step_index] = stamp_s
+        self._rewards[step_index] = reward
+        if episode_end and (not self.end or step_index < self.end_step):
+            self.end, self.end_step, self.end_stamp_s = episode_end, step_index, stamp_s
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.end)
+
+    def steps_before(self, control_s: float) -> int:
+        """Steps of the episode (up to its end) stamped before `control_s`: the sim ran them without the policy."""
+        before = [i for i, stamp in self._stamps.items() if stamp < control_s]
+        last = self.end_step if self.ended else max(self._stamps, default=0)
+        return min(max(before, default=0), last)
+
+    def episode_return(self) -> float:
+        """The sum of the rewards of the episode's steps (up to its end)."""
+        last = self.end_step if self.ended else max(self._stamps, default=0)
+        return sum(r for i, r in self._rewards.items() if 0 < i <= last)
+
+
+def episode_counts(steps: EpisodeSteps, control_s: float) -> tuple[int, int]:
+    """(steps under the policy's control, steps before it) of an ended episode whose control began at `control_s`
+    (the executor was asked to take over; an episode that ended before then ran all its steps without it)."""
+    before = steps.steps_before(control_s)
+    return steps.end_step - before, before
+
+
+@dataclass
 class _Robot:
     """One robot's episode in progress, as the supervisor sees it."""
 
@@ -91,17 +141,15 @@ class _Robot:
     index: int = -1
     seed: int = 0
     start_stamp: float = 0.0
+    outcomes: EpisodeSteps = field(default_factory=lambda: EpisodeSteps(-1))
+    control_s: float = 0.0  # wall clock (the bridge's stamps) when the executor was asked to take over
     started: float = 0.0
     deadline: float = 0.0
-    ends: list[str] = field(default_factory=list)
     chunk_stamps: list[float] = field(default_factory=list)
     episode_chunks: int = 0
-    reward: float = 0.0
-    steps: int = 0
     initial_env: list[float] | None = None
     poses: deque[tuple[float, list[float]]] = field(default_factory=lambda: deque(maxlen=300))
     executor: dict[str, float] = field(default_factory=dict)
-    steps_before_control: int = 0
     latencies: list[float] = field(default_factory=list)
     horizon: int = 0
     diagnostics: Any = None  # failure_causes.DiagnosticsLog of this robot's executor, sim and the policy node
@@ -169,12 +217,10 @@ def run_ros_episodes(
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseArray
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64, String
     from std_srvs.srv import SetBool
 
     from lerobot_eval.demo.stack import installed_file
-    from lerobot_msgs.msg import ActionChunk, PolicyStatus
+    from lerobot_msgs.msg import ActionChunk, PolicyStatus, StepOutcome
     from lerobot_msgs.srv import ResetEnv
     from lerobot_ros.dds import apply_ros_environment
     from lerobot_ros.executors import SingleThreadedExecutor
@@ -230,7 +276,7 @@ def run_ros_episodes(
             state = [_Robot(r, node.create_client(ResetEnv, f"{r}/sim/reset"),
                             node.create_client(SetBool, f"{r}/action_executor/enable")) for r in robots]  # fmt: skip
             for robot in state:
-                _subscribe(node, robot, String, Float64, JointState, PoseArray, ActionChunk, latched, reliable)
+                _subscribe(node, robot, StepOutcome, PoseArray, ActionChunk, reliable)
 
             def on_status(msg: Any) -> None:
                 policy_status.update(state=msg.state, message=msg.message, chunks=int(msg.chunks_published))
@@ -285,7 +331,6 @@ def run_ros_episodes(
                         _check_enable(robot, robot.future.result(), processes.log_dir)
                     if robot.phase == "disabling" and robot.future.done():
                         request = ResetEnv.Request(use_seed=True, seed=robot.seed)
-                        robot.ends.clear()
                         robot.future, robot.phase = robot.reset.call_async(request), "resetting"
                     elif robot.phase == "resetting" and robot.future.done():
                         response = robot.future.result()
@@ -293,8 +338,9 @@ def run_ros_episodes(
                             raise CommandError(f"{robot.namespace} refused the reset to seed {robot.seed}: "
                                                f"{response.message}", exit_code=1)  # fmt: skip
                         robot.start_stamp = response.stamp.sec + response.stamp.nanosec * 1e-9
-                        robot.initial_env, robot.reward, robot.steps = None, 0.0, 0
-                        robot.steps_before_control = 0
+                        if robot.outcomes.episode_index != int(response.episode_index):
+                            robot.outcomes = EpisodeSteps(int(response.episode_index))
+                        robot.initial_env = None
                         robot.phase = "waiting_chunk"
                     if robot.phase == "waiting_chunk" and robot.initial_env is None:
                         # The episode's first poses: the reset's snapshot, stamped with the reset's stamp.
@@ -304,28 +350,34 @@ def run_ros_episodes(
                         and robot.initial_env is not None
                         and any(s >= robot.start_stamp for s in robot.chunk_stamps)
                     ):
+                        robot.control_s, robot.started = time.time(), time.monotonic()
                         robot.future = robot.enable.call_async(SetBool.Request(data=True))
                         robot.phase = "enabling"
                     elif robot.phase == "enabling" and robot.future.done():
                         robot.episode_chunks = sum(s >= robot.start_stamp for s in robot.chunk_stamps)
-                        robot.started, robot.phase = time.monotonic(), "running"
+                        robot.phase = "running"
                         robot.latencies = []
                         robot.deadline = time.monotonic() + episode_s * 5 + 60.0
-                    elif robot.phase == "running" and robot.ends:
+                    elif robot.phase == "running" and robot.outcomes.ended:
                         chunks = sum(s >= robot.start_stamp for s in robot.chunk_stamps)
+                        steps, before = episode_counts(robot.outcomes, robot.control_s)
+                        # The episode's end on the monotonic clock of the diagnostics (taken maybe later than it
+                        # happened); one that ended before control began has no window under control.
+                        ended = time.monotonic() - max(0.0, time.time() - robot.outcomes.end_stamp_s)
+                        end = robot.outcomes.end
                         episodes[robot.index] = {
-                            "index": robot.index, "seed": robot.seed, "success": robot.ends[0] == "success",
-                            "end": robot.ends[0], "return": robot.reward, "steps": robot.steps, "chunks": chunks,
+                            "index": robot.index, "seed": robot.seed, "success": end == "success",
+                            "end": end, "return": robot.outcomes.episode_return(), "steps": steps, "chunks": chunks,
                             "robot": robot.namespace, "initial_environment_state": robot.initial_env,
-                            "duration_s": round(time.monotonic() - robot.started, 3),
-                            "window": (robot.started, time.monotonic(), robot.steps_before_control,
+                            "duration_s": round(max(0.0, ended - robot.started), 3),
+                            "window": (robot.started, max(ended, robot.started), before,
                                        list(robot.latencies), robot.horizon, robot.namespace),
                         }  # fmt: skip
                         robot.enable.call_async(SetBool.Request(data=False))  # its counters stop with the episode
                         robot.chunk_stamps = [s for s in robot.chunk_stamps if s >= robot.start_stamp][-4:]
                         progress(f"episode {robot.index} (seed {robot.seed}) on {robot.namespace}: "
-                                 f"{'success' if episodes[robot.index]['success'] else 'failure'} ({robot.ends[0]}), "
-                                 f"{robot.steps} steps")  # fmt: skip
+                                 f"{'success' if episodes[robot.index]['success'] else 'failure'} ({end}), "
+                                 f"{steps + before} steps ({before} before the executor took control)")  # fmt: skip
                         robot.phase = "idle"
             wall = time.perf_counter() - progress_started
             for robot in state:  # stop every robot; one more diagnostics period with the final counters
@@ -353,31 +405,19 @@ def run_ros_episodes(
     }
 
 
-def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state: Any, pose_array: Any,
-               action_chunk: Any, latched: Any, reliable: Any) -> None:  # fmt: skip
-    """The robot's episode ends, rewards, steps, first object poses and chunks, kept on `robot`."""
+def _subscribe(node: Any, robot: _Robot, step_outcome: Any, pose_array: Any, action_chunk: Any, reliable: Any) -> None:
+    """The robot's step outcomes (steps, rewards, end), first object poses and chunks, kept on `robot`."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     deep = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
-    def on_end(msg: Any, info: Any) -> None:
-        # Also before the executor is enabled: a short episode can reach its time limit before its first chunk
-        # arrives (under load), and that end is the episode's outcome. Then only an end published after the reset
-        # (the bridge's wall clock in real time) counts, not the latched end of the bridge's first episode.
-        published = int(info["source_timestamp"]) * 1e-9
-        started = robot.phase in ("waiting_chunk", "enabling") and published >= robot.start_stamp
-        if robot.phase == "running" or started:
-            robot.ends.append(str(msg.data))
-
-    def on_reward(msg: Any) -> None:
-        if robot.phase == "running" and not robot.ends:
-            robot.reward += float(msg.data)
-
-    def on_state(msg: Any) -> None:
-        if robot.phase == "running" and not robot.ends:
-            robot.steps += 1
-        elif robot.phase in ("waiting_chunk", "enabling") and not robot.ends:
-            robot.steps_before_control += 1  # the episode's time limit counts these too
+    def on_outcome(msg: Any) -> None:
+        # Whatever the phase: the episode's steps before the executor took control count too (its time limit
+        # counts them), and an episode can end before its first chunk arrives (under load).
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        if int(msg.episode_index) > robot.outcomes.episode_index:
+            robot.outcomes = EpisodeSteps(int(msg.episode_index))  # the reset asked for, its answer not yet taken
+        robot.outcomes.add(int(msg.episode_index), int(msg.step_index), stamp, float(msg.reward), str(msg.episode_end))
 
     def on_poses(msg: Any) -> None:
         # Kept whatever the phase: the reset's own snapshot is published before its service answer arrives.
@@ -393,9 +433,7 @@ def _subscribe(node: Any, robot: _Robot, string: Any, float64: Any, joint_state:
             robot.latencies.append(time.time() - stamp)
             robot.horizon = int(msg.horizon)
 
-    node.create_subscription(string, f"{robot.namespace}/sim/episode_end", on_end, latched)
-    node.create_subscription(float64, f"{robot.namespace}/sim/reward", on_reward, deep)
-    node.create_subscription(joint_state, f"{robot.namespace}/joint_states", on_state, deep)
+    node.create_subscription(step_outcome, f"{robot.namespace}/sim/step_outcome", on_outcome, deep)
     node.create_subscription(pose_array, f"{robot.namespace}/sim/object_poses", on_poses, deep)
     node.create_subscription(action_chunk, f"{robot.namespace}/policy/action_chunk", on_chunk, reliable)
 
