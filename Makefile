@@ -1,6 +1,6 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
 .PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full \
-	test-plugins test-user-install
+	test-plugins test-lerobot-044 test-user-install
 
 setup:
 	bash scripts/setup.sh
@@ -42,6 +42,18 @@ test-browser:
 test-plugins:
 	bash scripts/setup.sh --with-lerobot-plugins
 	.venv/bin/python -m pytest tests/lerobot_plugins -q $(ARGS)
+
+# The older LeRobot the project stays compatible with, LeRobot 0.4.4 on Python 3.11 (the reference tests run 0.6.1):
+# datasets both ways, ACT checkpoints both ways, lerobot-record/-replay through the plugins (sets up
+# .venv-lerobot-044 first: ~1.5 GB on the first run, then seconds).
+test-lerobot-044:
+	bash scripts/setup.sh --with-lerobot-044
+	LEROBOT_ROS_REFERENCE_VENV=$(CURDIR)/.venv-lerobot-044 \
+	.venv/bin/python -m pytest -q -m reference $(ARGS) \
+		tests/lerobot_recorder/dataset/test_dataset_lerobot_compat.py \
+		tests/lerobot_training/test_training_lerobot_reference.py::test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction \
+		"tests/lerobot_training/test_training_lerobot_reference.py::test_lerobot_runs_a_checkpoint_trained_here_and_predicts_our_chunks[act]" \
+		tests/lerobot_plugins/test_lerobot_scripts.py::test_record_then_replay
 
 # The packages installed non-editable into a scratch venv (~40 s): contracts, robot configs and launch files come
 # from the installed share/, not from this checkout.

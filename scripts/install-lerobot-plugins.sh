@@ -3,29 +3,33 @@
 # LeRobot environment, so that LeRobot's own scripts (lerobot-record, -teleoperate, -replay, async inference's
 # robot_client) drive ROS 2 robots. See docs/guides/lerobot-cli.md.
 #
-#   scripts/install-lerobot-plugins.sh [--editable] [--no-ros-wheels] [PYTHON]
+#   scripts/install-lerobot-plugins.sh [--editable] [--no-ros-wheels] [--dry-run] [PYTHON]
 #
 # PYTHON       the LeRobot environment's python (default: `python` on PATH, e.g. an activated LeRobot venv).
 # --no-ros-wheels  rclpy and the messages come from a sourced ROS 2 install, not from PyPI's ros-* wheels.
 # --editable   install the project packages and plugins editable (a development checkout).
+# --dry-run    check the environment (LeRobot and Python versions) and stop; nothing is installed.
 #
-# It installs the ROS 2 Kilted runtime wheels (requirements/ros.txt above its interface-generation part), the
-# few packages LeRobot's scripts import beyond LeRobot itself (requirements/lerobot-plugins.txt), the project
+# It installs the ROS 2 Kilted runtime wheels (requirements/ros.txt above its interface-generation part), those
+# of the few packages LeRobot's scripts import beyond LeRobot (requirements/lerobot-plugins.txt) it lacks, the project
 # packages the plugins use (lerobot_contract, lerobot_ros, lerobot_policy_node, training) and the plugins, all but
-# the ROS wheels with --no-deps: the environment's torch, numpy and LeRobot stay as they are. Supported: LeRobot
-# 0.4.4 up to (not including) 0.5, Python 3.10-3.12. Ends by checking that LeRobot finds the three plugins.
+# the ROS wheels with --no-deps: the environment's torch, numpy and LeRobot stay as they are. Tested on LeRobot
+# 0.6.x (Python 3.12) and 0.4.x from 0.4.4 (Python 3.10-3.12); other versions are refused. Ends by checking that
+# LeRobot finds the three plugins.
 set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 EDITABLE=0
+DRY_RUN=0
 ROS_WHEELS=1
 PY=python
 for arg in "$@"; do
   case $arg in
     --editable) EDITABLE=1 ;;
     --no-ros-wheels) ROS_WHEELS=0 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "install-lerobot-plugins: unknown option '$arg' (known: --editable, --no-ros-wheels, --help)" >&2; exit 2 ;;
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "install-lerobot-plugins: unknown option '$arg' (known: --editable, --no-ros-wheels, --dry-run, --help)" >&2; exit 2 ;;
     *) PY=$arg ;;
   esac
 done
@@ -34,6 +38,8 @@ fail() {
   exit 1
 }
 command -v "$PY" >/dev/null || fail "no python '$PY'; give the LeRobot environment's python, e.g. ~/lerobot/.venv/bin/python"
+# A relative path made absolute: the checks run from a throwaway folder.
+if [[ $PY == */* ]]; then PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY"); fi
 
 # LeRobot's scripts are run from a throwaway folder: its async inference modules create logs/ in the working dir.
 in_tmp() {
@@ -44,22 +50,25 @@ in_tmp() {
   return $rc
 }
 version=$(in_tmp -c 'import importlib.metadata as m; print(m.version("lerobot"))' 2>/dev/null) \
-  || fail "$PY has no LeRobot; install LeRobot (0.4.4 up to 0.5) there first, or give its environment's python"
+  || fail "$PY has no LeRobot; install LeRobot (0.6.x, or 0.4.x from 0.4.4) there first, or give its environment's python"
 in_tmp -c "
 import sys
 v = tuple(int(p) for p in '$version'.split('.')[:3] if p.isdigit())
-sys.exit(0 if (0, 4, 4) <= v < (0, 5) and (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)" \
-  || fail "LeRobot $version on Python $(in_tmp -c 'import platform; print(platform.python_version())'): the plugins support LeRobot 0.4.4 up to (not including) 0.5 on Python 3.10-3.12"
+tested = (0, 6) <= v < (0, 7) or (0, 4, 4) <= v < (0, 5)
+sys.exit(0 if tested and (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)" \
+  || fail "LeRobot $version on Python $(in_tmp -c 'import platform; print(platform.python_version())'): the plugins are tested on LeRobot 0.6.x and 0.4.x from 0.4.4, on Python 3.10-3.12 (0.6 needs 3.12)"
 
 pip_install() {
-  local links=()
-  [[ -d /opt/wheels ]] && links=(--find-links /opt/wheels)
   # The machine's pip config may name local index folders that do not exist; hide that noise.
-  "$PY" -m pip install --quiet --disable-pip-version-check "${links[@]}" "$@" \
+  "$PY" -m pip install --quiet --disable-pip-version-check "$@" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
 }
 
-echo "==> LeRobot $version in $("$PY" -c 'import sys; print(sys.prefix)')"
+echo "==> LeRobot $version in $(in_tmp -c 'import sys; print(sys.prefix)')"
+if [[ $DRY_RUN == 1 ]]; then
+  echo "dry run: nothing installed"
+  exit 0
+fi
 if [[ $ROS_WHEELS == 1 ]]; then
   echo "==> ROS 2 runtime wheels"
   runtime=$(mktemp)
@@ -67,8 +76,22 @@ if [[ $ROS_WHEELS == 1 ]]; then
   pip_install -r "$runtime"
   rm -f "$runtime"
 fi
-echo "==> what LeRobot's scripts import beyond LeRobot"
-pip_install --no-deps -r "$ROOT/requirements/lerobot-plugins.txt"
+echo "==> what LeRobot's scripts import beyond LeRobot (those missing here)"
+lacking=$(in_tmp - "$ROOT/requirements/lerobot-plugins.txt" <<'EOF'
+import importlib.metadata as m, sys
+for line in open(sys.argv[1]):
+    requirement = line.split("#")[0].strip()
+    if requirement:
+        try:
+            m.version(requirement.split("==")[0])
+        except m.PackageNotFoundError:
+            print(requirement)
+EOF
+)
+if [[ -n $lacking ]]; then
+  mapfile -t lacking_list <<< "$lacking"
+  pip_install --no-deps "${lacking_list[@]}"
+fi
 echo "==> project packages and plugins"
 packages=(ros_ws/src/lerobot_contract ros_ws/src/lerobot_ros ros_ws/src/lerobot_policy_node training
   lerobot_plugins/lerobot_robot_ros lerobot_plugins/lerobot_teleoperator_ros lerobot_plugins/lerobot_camera_ros)

@@ -42,12 +42,14 @@ pip_install() {
 WITH_REFERENCE=${LEROBOT_ROS_REFERENCE:-0}
 WITH_BROWSER=${LEROBOT_ROS_BROWSER:-0}
 WITH_PLUGINS=${LEROBOT_ROS_PLUGINS:-0}
+WITH_LEROBOT_044=${LEROBOT_ROS_044:-0}
 for arg in "$@"; do
   case $arg in
     --with-lerobot-reference) WITH_REFERENCE=1 ;;
     --with-lerobot-plugins) WITH_PLUGINS=1 ;;
+    --with-lerobot-044) WITH_LEROBOT_044=1 ;;
     --with-browser) WITH_BROWSER=1 ;;
-    *) fail "unknown option '$arg' (known: --with-lerobot-reference, --with-lerobot-plugins, --with-browser)" ;;
+    *) fail "unknown option '$arg' (known: --with-lerobot-reference, --with-lerobot-plugins, --with-lerobot-044, --with-browser)" ;;
   esac
 done
 
@@ -224,74 +226,118 @@ import lerobot_ros, lerobot_contract, lerobot_dataset, lerobot_drivers, lerobot_
 import lerobot_training, lerobot_sim_bridge, lerobot_eval  # noqa: F401
 import lerobot_policy_server.client  # noqa: F401
 EOF
-if [[ $WITH_REFERENCE == 1 ]]; then
-  # LeRobot 0.4.4's own loader in a separate venv, for the dataset compatibility tests (marker
-  # `reference`). See LEROBOT_V3_FORMAT.md §12: installed --no-deps beside CPU torch; torchcodec
-  # 0.13.0 needs the system FFmpeg libraries (apt.txt); torchvision's CUDA-only op registrations are guarded.
-  step "LeRobot reference loader (.venv-lerobot-ref)"
-  REF_VENV=${LEROBOT_ROS_REFERENCE_VENV:-$ROOT/.venv-lerobot-ref}
-  REF_PY=$REF_VENV/bin/python
+# LeRobot's own environments, for the compatibility tests (marker `reference`) and LeRobot's scripts driving ROS
+# robots through lerobot_plugins/ (docs/guides/lerobot-cli.md):
+#   .venv-lerobot-ref  LeRobot 0.6.1 on Python 3.12 (--with-lerobot-reference; --with-lerobot-plugins adds the plugins):
+#                      requirements/lerobot-reference.txt, the exact package set pip resolves for
+#                      lerobot[dataset,training,async,diffusion,viz]==0.6.1 with torch 2.11 (PyPI's build).
+#   .venv-lerobot-044  LeRobot 0.4.4 on Python 3.11 with the plugins (--with-lerobot-044, `make test-lerobot-044`):
+#                      requirements/lerobot-044.txt beside torch 2.13.0, LeRobot's training packages in act-extras/.
+# Each installs --no-deps from its pinned list, so the venv holds exactly that set.
+pip_into() {
+  local py=$1
+  shift
+  "$py" -m pip install --quiet --disable-pip-version-check "$@" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
+}
+find_python() {  # find_python 3.12: an interpreter of that version (python3.12 on PATH, pyenv's), or nothing
+  local candidate candidates=("python$1")
+  if command -v pyenv >/dev/null 2>&1; then candidates+=("$(pyenv root)"/versions/"$1".*/bin/python"$1"); fi
+  for candidate in "${candidates[@]}"; do
+    if [[ "$(py_minor "$candidate")" == "$1" ]]; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+# lerobot_venv VENV PYTHON_MINOR REQUIREMENTS [ACT_EXTRAS_REQUIREMENTS]: LeRobot, its dataset loader and the policy
+# server in VENV (made with that Python when absent or of another Python).
+lerobot_venv() {
+  local venv=$1 minor=$2 reqs=$3 extras=${4:-} py=$1/bin/python base hash
   ldconfig -p | grep 'libavcodec\.so\.' >/dev/null \
     || fail "torchcodec needs the FFmpeg libraries (requirements/apt.txt); install them with: sudo apt-get install ffmpeg"
-  ref_hash=$(inputs_hash requirements/lerobot-reference.txt)
-  ref_links=()
-  if [[ -d /opt/wheels ]]; then ref_links=(--find-links /opt/wheels); fi
-  if [[ ! -f "$REF_VENV/.stamp" || "$(cat "$REF_VENV/.stamp")" != "$ref_hash" ]] \
-      || ! "$REF_PY" -c 'import lerobot' 2>/dev/null; then
-    [[ -x "$REF_PY" ]] || "$BASE_PY" -m venv "$REF_VENV"
-    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" torch==2.13.0 \
-      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
-      -r "$ROOT/requirements/lerobot-reference.txt" \
-      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-    tv_meta=$("$REF_PY" -c 'import importlib.util as u; print(u.find_spec("torchvision").submodule_search_locations[0])')/_meta_registrations.py
-    sed -i -E 's/^@torch\.library\.register_fake\("torchvision::(q?nms)"\)$/@(torch.library.register_fake("torchvision::\1") if torchvision.extension._has_ops() else (lambda f: f))/' "$tv_meta"
-    HF_HUB_OFFLINE=1 "$REF_PY" -c 'from lerobot.datasets.lerobot_dataset import LeRobotDataset; from torchcodec.decoders import VideoDecoder' \
-      || fail "the reference venv $REF_VENV does not import LeRobotDataset; delete it and re-run"
-    echo "$ref_hash" > "$REF_VENV/.stamp"
+  if [[ -x "$py" && "$(py_minor "$py")" != "$minor" ]]; then
+    echo "    $venv is not a Python $minor venv; recreating it"
+    rm -rf "$venv"
   fi
-  # The policy server runs in LeRobot's own environment: grpcio (pinned) and the server package only,
-  # both --no-deps so that pip never touches that venv's torch or LeRobot.
+  hash=$(inputs_hash "$reqs")
+  if [[ ! -f "$venv/.stamp" || "$(cat "$venv/.stamp")" != "$hash" ]] || ! "$py" -c 'import lerobot' 2>/dev/null; then
+    if [[ ! -x "$py" ]]; then
+      base=$(find_python "$minor") \
+        || fail "$venv needs Python $minor; install python$minor (with its venv module) or pyenv's $minor"
+      "$base" -m venv "$venv" || fail "could not create $venv with $base (Debian/Ubuntu: apt install python$minor-venv)"
+    fi
+    if [[ $minor == 3.11 ]]; then
+      # LeRobot 0.4.4's set leaves torch out: torch 2.13.0 as pip finds it (a local CPU wheel, else PyPI's).
+      pip_into "$py" torch==2.13.0
+    fi
+    pip_into "$py" --no-deps -r "$ROOT/$reqs" || fail "could not install $reqs into $venv"
+    if [[ $minor == 3.11 ]]; then
+      # torchvision 0.28's CUDA-only op registrations fail beside a CPU torch: registered only where the ops exist.
+      local tv_meta
+      tv_meta=$("$py" -c 'import importlib.util as u; print(u.find_spec("torchvision").submodule_search_locations[0])')/_meta_registrations.py
+      sed -i -E 's/^@torch\.library\.register_fake\("torchvision::(q?nms)"\)$/@(torch.library.register_fake("torchvision::\1") if torchvision.extension._has_ops() else (lambda f: f))/' "$tv_meta"
+    fi
+    HF_HUB_OFFLINE=1 "$py" -c 'from lerobot.datasets.lerobot_dataset import LeRobotDataset; from torchcodec.decoders import VideoDecoder' \
+      || fail "$venv does not import LeRobotDataset; delete it and re-run"
+    echo "$hash" > "$venv/.stamp"
+  else
+    echo "    LeRobot $("$py" -c 'import lerobot; print(lerobot.__version__)') up to date"
+  fi
+  # The policy server runs in LeRobot's own environment: the server package --no-deps (and grpcio where LeRobot's
+  # set has none), so that pip never touches that venv's torch or LeRobot.
+  local grpc_pin server_hash
   grpc_pin=$(grep -i '^grpcio==' "$ROOT/requirements/constraints.txt")
-  ref_server_hash=$( (inputs_hash policy_server/pyproject.toml; echo "$grpc_pin") | sha256sum | cut -c1-16)
-  if [[ ! -f "$REF_VENV/.server-stamp" || "$(cat "$REF_VENV/.server-stamp")" != "$ref_server_hash" ]] \
-      || ! "$REF_PY" -c 'import grpc, lerobot_policy_server.client' 2>/dev/null; then
-    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps "$grpc_pin" \
-      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-    "$REF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-      -e "$ROOT/policy_server" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-    "$REF_PY" -c 'import grpc, lerobot_policy_server.client' \
-      || fail "the policy server does not import in $REF_VENV; delete $REF_VENV/.server-stamp and re-run"
-    echo "$ref_server_hash" > "$REF_VENV/.server-stamp"
+  server_hash=$( (inputs_hash policy_server/pyproject.toml; echo "$grpc_pin") | sha256sum | cut -c1-16)
+  if [[ ! -f "$venv/.server-stamp" || "$(cat "$venv/.server-stamp")" != "$server_hash" ]] \
+      || ! "$py" -c 'import grpc, lerobot_policy_server.client' 2>/dev/null; then
+    "$py" -c 'import grpc' 2>/dev/null || pip_into "$py" --no-deps "$grpc_pin"
+    pip_into "$py" --no-deps --no-build-isolation -e "$ROOT/policy_server"
+    "$py" -c 'import grpc, lerobot_policy_server.client' \
+      || fail "the policy server does not import in $venv; delete $venv/.server-stamp and re-run"
+    echo "$server_hash" > "$venv/.server-stamp"
   fi
-  # LeRobot's training code (for the test that compares our ACT with a checkpoint LeRobot trains)
-  # needs a few more pure-Python packages; they go into a folder put on PYTHONPATH by that test.
-  extras_hash=$(inputs_hash requirements/lerobot-act-train.txt)
-  if [[ ! -f "$REF_VENV/act-extras/.stamp" || "$(cat "$REF_VENV/act-extras/.stamp")" != "$extras_hash" ]]; then
-    rm -rf "$REF_VENV/act-extras"
-    "$REF_PY" -m pip install --quiet --disable-pip-version-check "${ref_links[@]}" --no-deps \
-      --target "$REF_VENV/act-extras" -r "$ROOT/requirements/lerobot-act-train.txt" \
-      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-    echo "$extras_hash" > "$REF_VENV/act-extras/.stamp"
-  fi
-  if [[ $WITH_PLUGINS == 1 ]]; then
-    # LeRobot's own scripts driving ROS robots (lerobot_plugins/*, docs/guides/lerobot-cli.md), installed by the
-    # users' own command; LeRobot's training extras (draccus: its scripts parse their options with it) on the path.
-    step "LeRobot plugins in LeRobot's environment ($REF_VENV)"
-    ref_plugins_hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt scripts/install-lerobot-plugins.sh \
-      "${PLUGINS[@]/%//pyproject.toml}")
-    ref_check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun
-import lerobot.async_inference.policy_server, lerobot.async_inference.robot_client'
-    if [[ ! -f "$REF_VENV/.plugins-stamp" || "$(cat "$REF_VENV/.plugins-stamp")" != "$ref_plugins_hash" ]] \
-        || ! (mkdir -p "$REF_VENV/.plugin-check" && cd "$REF_VENV/.plugin-check" && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH \
-              PYTHONPATH="$REF_VENV/act-extras" "$REF_PY" -c "$ref_check") 2>/dev/null; then
-      PYTHONPATH="$REF_VENV/act-extras" bash "$ROOT/scripts/install-lerobot-plugins.sh" --editable "$REF_PY" \
-        || fail "the LeRobot plugins do not install in $REF_VENV; delete $REF_VENV/.plugins-stamp and re-run"
-      echo "$ref_plugins_hash" > "$REF_VENV/.plugins-stamp"
-    else
-      echo "    up to date"
+  if [[ -n $extras ]]; then
+    # LeRobot 0.4.4's training code (ACT / diffusion checkpoints both ways) needs a few more pure-Python packages;
+    # they go into a folder the tests put on PYTHONPATH.
+    local extras_hash
+    extras_hash=$(inputs_hash "$extras")
+    if [[ ! -f "$venv/act-extras/.stamp" || "$(cat "$venv/act-extras/.stamp")" != "$extras_hash" ]]; then
+      rm -rf "$venv/act-extras"
+      pip_into "$py" --no-deps --target "$venv/act-extras" -r "$ROOT/$extras"
+      echo "$extras_hash" > "$venv/act-extras/.stamp"
     fi
   fi
+}
+# lerobot_plugins_into VENV: LeRobot's scripts driving ROS robots, installed by the users' own command.
+lerobot_plugins_into() {
+  local venv=$1 py=$1/bin/python hash check
+  hash=$(inputs_hash requirements/ros.txt requirements/lerobot-plugins.txt scripts/install-lerobot-plugins.sh \
+    "${PLUGINS[@]/%//pyproject.toml}")
+  check='import rclpy, lerobot_robot_ros.core, lerobot_teleoperator_ros.core, lerobot_camera_ros.core, cv2, rerun
+import lerobot.async_inference.policy_server, lerobot.async_inference.robot_client'
+  if [[ ! -f "$venv/.plugins-stamp" || "$(cat "$venv/.plugins-stamp")" != "$hash" ]] \
+      || ! (mkdir -p "$venv/.plugin-check" && cd "$venv/.plugin-check" && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u LD_LIBRARY_PATH \
+            PYTHONPATH="$venv/act-extras" "$py" -c "$check") 2>/dev/null; then
+    PYTHONPATH="$venv/act-extras" bash "$ROOT/scripts/install-lerobot-plugins.sh" --editable "$py" \
+      || fail "the LeRobot plugins do not install in $venv; delete $venv/.plugins-stamp and re-run"
+    echo "$hash" > "$venv/.plugins-stamp"
+  else
+    echo "    up to date"
+  fi
+}
+if [[ $WITH_REFERENCE == 1 ]]; then
+  REF_VENV=${LEROBOT_ROS_REFERENCE_VENV:-$ROOT/.venv-lerobot-ref}
+  step "LeRobot 0.6.1 reference environment ($REF_VENV)"
+  lerobot_venv "$REF_VENV" 3.12 requirements/lerobot-reference.txt
+  if [[ $WITH_PLUGINS == 1 ]]; then
+    step "LeRobot plugins in LeRobot 0.6.1's environment ($REF_VENV)"
+    lerobot_plugins_into "$REF_VENV"
+  fi
+fi
+if [[ $WITH_LEROBOT_044 == 1 ]]; then
+  VENV_044=${LEROBOT_ROS_044_VENV:-$ROOT/.venv-lerobot-044}
+  step "LeRobot 0.4.4 environment with the plugins ($VENV_044)"
+  lerobot_venv "$VENV_044" 3.11 requirements/lerobot-044.txt requirements/lerobot-044-act-train.txt
+  lerobot_plugins_into "$VENV_044"
 fi
 
 echo "setup complete: $VENV (add $VENV/bin to PATH for lerobot-ros)"

@@ -35,7 +35,7 @@ def fake_lerobot(tmp_path: Path, version: str) -> Path:
     [
         (["--bogus"], 2, "unknown option '--bogus'"),
         (["/nonexistent/python"], 1, "no python '/nonexistent/python'"),
-        ([sys.executable], 1, "has no LeRobot; install LeRobot (0.4.4 up to 0.5)"),
+        ([sys.executable], 1, "has no LeRobot; install LeRobot (0.6.x, or 0.4.x from 0.4.4)"),
     ],
 )
 def test_refusals_are_one_line(args: list[str], code: int, words: str) -> None:
@@ -44,14 +44,25 @@ def test_refusals_are_one_line(args: list[str], code: int, words: str) -> None:
     assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("version", ["0.3.3", "0.5.0"])
+@pytest.mark.parametrize("version", ["0.3.3", "0.4.3", "0.5.0", "0.7.0"])
 def test_lerobot_outside_the_supported_range_is_refused(tmp_path: Path, version: str) -> None:
     result = run(sys.executable, pythonpath=fake_lerobot(tmp_path, version))
     assert result.returncode == 1 and result.stdout == "", result.stdout
-    assert f"LeRobot {version} on Python" in result.stderr and "0.4.4 up to (not including) 0.5" in result.stderr
+    assert f"LeRobot {version} on Python" in result.stderr
+    assert "the plugins are tested on LeRobot 0.6.x and 0.4.x from 0.4.4" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("version", ["0.4.4", "0.6.1", "0.6.9"])
+def test_lerobot_in_the_supported_range_passes_the_check(tmp_path: Path, version: str) -> None:
+    """A supported LeRobot passes the checks (--dry-run: the checks only, nothing installed)."""
+    result = run("--dry-run", sys.executable, pythonpath=fake_lerobot(tmp_path, version))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert f"==> LeRobot {version} in {sys.prefix}" in result.stdout and "dry run: nothing installed" in result.stdout
 
 
 def test_help_names_the_options() -> None:
     result = run("--help")
-    assert result.returncode == 0 and all(o in result.stdout for o in ("--editable", "--no-ros-wheels", "PYTHON"))
+    assert result.returncode == 0 and all(
+        o in result.stdout for o in ("--editable", "--no-ros-wheels", "--dry-run", "PYTHON")
+    )

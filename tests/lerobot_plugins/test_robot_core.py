@@ -146,3 +146,64 @@ def test_sim_preset_reads_camera_and_task_state_and_drives_the_sim(processes, si
         assert abs(now[NAMES[0]] - start) > 10.0, f"shoulder_pan stayed at {now[NAMES[0]]:.1f} (start {start:.1f})"
     finally:
         robot.disconnect()
+
+
+# A LeRobot script that sends one action and then ends without disconnecting its robot: by an exception (as
+# LeRobot 0.4.4's lerobot-record did without spd-say: FileNotFoundError inside its `finally`, before the
+# disconnect), or killed.
+ABANDONING_SCRIPT = """
+import os, signal, sys
+from lerobot_robot_ros.core import ContractRobot
+robot = ContractRobot(sys.argv[1], robot_config=sys.argv[2], connect_timeout_s=120.0)
+robot.connect()
+observation = robot.get_observation()
+name = next(iter(robot.features.action_features))
+target = {n: observation[n] for n in robot.features.action_features}
+target[name] += 40.0 if observation[name] < 0 else -40.0
+print("SENT", robot.send_action(target)[name], flush=True)
+if sys.argv[3] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+raise FileNotFoundError(2, "No such file or directory", "spd-say")
+"""
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("end", ["exception", "kill"])
+def test_a_script_that_never_disconnects_leaves_the_follower_holding(processes, ros_node, tmp_path, end: str) -> None:
+    """The process ends by its own error (exit 1, not an abort: the link closes itself at exit) or is killed; the
+    follower stops at the last action sent and stays there."""
+    import subprocess
+    import sys
+
+    from sensor_msgs.msg import JointState
+
+    robot_config = launch_fake_follower(processes, tmp_path)
+    history = StampedHistory(ros_node, JointState, "/follower/joint_states")
+    deadline = time.monotonic() + 120
+    while not history.stamps():
+        assert time.monotonic() < deadline, "the fake follower published no joint state within 120 s"
+        time.sleep(0.1)
+    result = subprocess.run(
+        [sys.executable, "-c", ABANDONING_SCRIPT, str(arm_contract(tmp_path)), str(robot_config), end],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    if end == "kill":
+        assert result.returncode == -9, output
+    else:
+        assert result.returncode == 1 and "terminate called" not in output, f"exit {result.returncode}:\n{output}"
+        last = output.strip().splitlines()[-1]
+        assert last == "FileNotFoundError: [Errno 2] No such file or directory: 'spd-say'", output
+    sent = float(next(line for line in output.splitlines() if line.startswith("SENT ")).split()[1])
+
+    def shoulder_pan_deg() -> float:
+        return float(np.degrees(history.newest_at_or_before(2**62).position[0]))
+
+    # The follower moves to the last target, then holds: the same pose half a second apart, twice in a row.
+    deadline = time.monotonic() + 60.0
+    readings = [shoulder_pan_deg()]
+    while len(readings) < 3 or abs(readings[-1] - readings[-2]) > 0.01 or abs(readings[-2] - readings[-3]) > 0.01:
+        assert time.monotonic() < deadline, f"the follower kept moving after the script ended: {readings[-5:]}"
+        time.sleep(0.5)
+        readings.append(shoulder_pan_deg())
+    assert abs(readings[-1] - sent) < 1.0, f"the follower rests at {readings[-1]:.2f} deg, last action {sent:.2f}"

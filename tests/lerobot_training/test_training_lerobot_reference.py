@@ -19,7 +19,7 @@ import torch
 from conftest import TINY, VECTOR_INPUTS
 
 from lerobot_ros import testing
-from lerobot_ros.testing import reference_extras, reference_python, run_in_reference_venv
+from lerobot_ros.testing import reference_has, reference_python, run_in_reference_venv
 from lerobot_training.checkpoint import load_policy
 from lerobot_training.features import FeatureType
 from lerobot_training.policies.config import PolicyConfig
@@ -27,14 +27,13 @@ from lerobot_training.trainer import TrainConfig, Trainer
 
 HERE = Path(__file__).resolve().parent
 REF_PYTHON = reference_python()
-EXTRAS = reference_extras()
 TOLERANCE = 1e-5
 
 pytestmark = [
     pytest.mark.reference,
     pytest.mark.slow,
     pytest.mark.skipif(
-        not REF_PYTHON.exists() or not (EXTRAS / "draccus").is_dir(),
+        not reference_has("draccus"),
         reason="needs .venv-lerobot-ref (scripts/setup.sh --with-lerobot-reference) and the ACT training extras: "
         "pip install --no-deps --target .venv-lerobot-ref/act-extras -r requirements/lerobot-act-train.txt",
     ),

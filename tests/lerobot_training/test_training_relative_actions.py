@@ -265,9 +265,9 @@ def test_lerobot_0_4_refuses_a_relative_checkpoint_instead_of_running_offsets_as
 ) -> None:
     import subprocess
 
-    from lerobot_ros.testing import reference_env, reference_extras, reference_python
+    from lerobot_ros.testing import reference_env, reference_has, reference_python
 
-    if not reference_python().exists() or not (reference_extras() / "draccus").is_dir():
+    if not reference_has("draccus"):
         pytest.skip("needs .venv-lerobot-ref (scripts/setup.sh --with-lerobot-reference) and its ACT extras")
     directory = relative_run()[1]
     script = (

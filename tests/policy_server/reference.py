@@ -18,16 +18,15 @@ import pytest
 
 from lerobot_dataset import DatasetWriter, FeatureSpec
 from lerobot_ros import testing
-from lerobot_ros.testing import reference_env, reference_extras, reference_python
+from lerobot_ros.testing import reference_env, reference_has, reference_python
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 REF_PYTHON = reference_python()
-EXTRAS = reference_extras()
 
 
 def _has_server() -> bool:
-    if not REF_PYTHON.exists() or not (EXTRAS / "draccus").is_dir():
+    if not reference_has("draccus"):
         return False
     probe = subprocess.run(
         [str(REF_PYTHON), "-c", "import grpc, lerobot, lerobot_policy_server.backends"],

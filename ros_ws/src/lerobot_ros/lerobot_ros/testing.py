@@ -90,7 +90,8 @@ def venv_script(name: str) -> str:
 
 
 def reference_venv() -> Path:
-    """LeRobot 0.4.4's reference venv: $LEROBOT_ROS_REFERENCE_VENV, else .venv-lerobot-ref in the repository."""
+    """LeRobot's reference venv: $LEROBOT_ROS_REFERENCE_VENV, else .venv-lerobot-ref in the repository (LeRobot
+    0.6.1; .venv-lerobot-044 holds 0.4.4)."""
     return Path(os.environ.get("LEROBOT_ROS_REFERENCE_VENV", REPO_ROOT / ".venv-lerobot-ref"))
 
 
@@ -99,8 +100,17 @@ def reference_python() -> Path:
 
 
 def reference_extras() -> Path:
-    """LeRobot's training packages (requirements/lerobot-act-train.txt, installed `--no-deps --target`)."""
+    """LeRobot 0.4.4's training packages (requirements/lerobot-044-act-train.txt, installed `--no-deps --target`);
+    LeRobot 0.6's reference venv has them installed, and no such folder."""
     return Path(os.environ.get("LEROBOT_ROS_ACT_EXTRAS", reference_venv() / "act-extras"))
+
+
+def reference_has(package: str) -> bool:
+    """Whether the reference venv has the top-level package `package` (in its site-packages or its extras)."""
+    if not reference_python().exists():
+        return False
+    places = [reference_extras(), *reference_venv().glob("lib/python3.*/site-packages")]
+    return any((place / package).is_dir() or (place / f"{package}.py").is_file() for place in places)
 
 
 def reference_env(workdir: Path | None) -> dict[str, str]:
