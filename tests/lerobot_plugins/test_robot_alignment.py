@@ -168,6 +168,9 @@ def test_observation_at_t_is_the_recorders_frame_for_t(ros_node: Any, tmp_path: 
             late = robot._connected()._assembler._sampler.live.late_samples
         finally:
             robot.disconnect()
+        # What RosRobot logs at disconnect: every image the observations held, the alignment's counters.
+        assert robot.summary().startswith(f"{OBSERVATIONS} camera images "), robot.summary()
+        assert "frames kept " in robot.summary()
         time.sleep(0.3)  # the streams go on past the last observed frame, so the rule releases it too
     finally:
         for stream in streams.values():

@@ -18,7 +18,7 @@ import pytest
 from plugin_stack import REPO
 
 from lerobot_contract import load_contract
-from lerobot_robot_ros.link import ContractLink
+from lerobot_robot_ros.link import ContractLink, ReadAges
 
 sys.path.insert(0, str(REPO / "tests" / "lerobot_recorder" / "recorder"))
 from recorder_helpers import CONTRACT, start_streams  # joints 100 Hz, two 320x240 cameras 30 Hz
@@ -56,3 +56,15 @@ def test_frames_advance_while_the_reading_thread_holds_the_gil(processes: Any, r
         "another thread of the process"
     )
     assert values["observation.images.front"].shape == (240, 320, 3)
+
+
+def test_read_ages_give_quantiles_and_the_share_over_a_limit() -> None:
+    ages = ReadAges(max_s=1.0)
+    assert (ages.count, ages.quantile_s(0.5), ages.share_over(0.1)) == (0, 0.0, 0.0)
+    for age_ms in [*range(1, 91), 150, 150, 150, 150, 150, 150, 150, 150, 150, 5000]:  # 90 fresh, 10 older than 0.1 s
+        ages.add(age_ms / 1000)
+    assert ages.count == 100
+    assert ages.quantile_s(0.5) == pytest.approx(0.051)  # the 50th age (50 ms) lies in the bin [50, 51) ms
+    assert ages.quantile_s(0.99) == pytest.approx(0.151)
+    assert ages.share_over(0.1) == pytest.approx(0.10)
+    assert ages.quantile_s(1.0) == pytest.approx(1.001)  # beyond max_s: counted in the last bin

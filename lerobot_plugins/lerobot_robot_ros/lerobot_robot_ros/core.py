@@ -24,7 +24,7 @@ from lerobot_contract import Contract
 from lerobot_contract.time import NS
 from lerobot_robot_ros.command import ActionCommand
 from lerobot_robot_ros.features import RobotFeatures, resolve_contract
-from lerobot_robot_ros.link import ContractLink, RosLinkError
+from lerobot_robot_ros.link import ContractLink, ReadAges, RosLinkError, SamplingCounts
 
 
 class ContractRobot:
@@ -58,6 +58,9 @@ class ContractRobot:
         self._limiter: Any = None
         self._command: ActionCommand | None = None
         self.last_observation_time_ns: int | None = None
+        # How old each camera's image was when get_observation() returned it, and the alignment's counters.
+        self.image_ages = ReadAges()
+        self.sampling: SamplingCounts | None = None
 
     @property
     def is_connected(self) -> bool:
@@ -133,7 +136,28 @@ class ContractRobot:
                 f"{self.observation_timeout_s:g}): {link.waiting()}"
             )
         self.last_observation_time_ns = frame.time_ns
+        for key in self.features.cameras.values():
+            self.image_ages.add(link.sample_age_s(frame, key))
         return self.features.observation(link.values(frame))
+
+    def summary(self) -> str:
+        """One line: camera image ages at read against the contract's `max_age_s`, frames dropped, late samples."""
+        ages, parts = self.image_ages, []
+        if ages.count:
+            p50, p99 = 1000 * ages.quantile_s(0.5), 1000 * ages.quantile_s(0.99)
+            line = f"{ages.count} camera images {p50:.0f} / {p99:.0f} ms old when read (p50 / p99)"
+            limits = [self.contract.features[k].max_age_s for k in self.features.cameras.values()]
+            limit = min((a for a in limits if a is not None), default=None)
+            if limit is not None:
+                line += f", {100 * ages.share_over(limit):.1f} % older than max_age_s {limit:g} s"
+            parts.append(line)
+        if self.sampling is not None:
+            counts = self.sampling
+            parts.append(
+                f"frames kept {counts.frames_kept}, dropped {counts.dropped_stale} stale and "
+                f"{counts.dropped_out_of_sync} out of sync_tolerance_s, {counts.late_samples} samples late for a frame"
+            )
+        return "; ".join(parts)
 
     def send_action(self, action: dict[str, Any]) -> dict[str, float]:
         """Publish `action` (dataset units) on the contract's action topic; returns the action actually sent."""
@@ -155,6 +179,8 @@ class ContractRobot:
     def disconnect(self) -> None:
         """Leave the ROS graph (the link's own context is shut down; the caller's rclpy is untouched)."""
         if self._link is not None:
+            if self._link.is_open:
+                self.sampling = self._link.counts()
             self._link.close()
         self._link = None
         self._limiter = None

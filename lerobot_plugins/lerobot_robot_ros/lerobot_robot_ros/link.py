@@ -21,7 +21,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from lerobot_contract import Contract
 from lerobot_contract.align import AlignedFrame
@@ -35,6 +39,40 @@ from lerobot_policy_node.core.policies import TIMESTAMP_KEY
 VECTOR_DEPTH = 10
 IMAGE_DEPTH = 2
 SPIN_POLL_S = 0.02
+
+
+class ReadAges:
+    """How old the samples that reads returned were when read (1 ms bins up to `max_s`; older ones in the last)."""
+
+    def __init__(self, max_s: float = 10.0) -> None:
+        self._bins: npt.NDArray[np.int64] = np.zeros(round(max_s * 1000) + 1, dtype=np.int64)
+
+    def add(self, age_s: float) -> None:
+        self._bins[min(max(int(age_s * 1000), 0), len(self._bins) - 1)] += 1
+
+    @property
+    def count(self) -> int:
+        return int(self._bins.sum())
+
+    def quantile_s(self, q: float) -> float:
+        """The age below which a share `q` of the reads lies (upper edge of its bin; 0 before any read)."""
+        if not self.count:
+            return 0.0
+        return (int(np.searchsorted(np.cumsum(self._bins), q * self.count)) + 1) / 1000
+
+    def share_over(self, limit_s: float) -> float:
+        """The share of reads older than `limit_s` (to the bin: ages within 1 ms of it count as not older)."""
+        return float(self._bins[round(limit_s * 1000) :].sum() / self.count) if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class SamplingCounts:
+    """What the link's alignment did since it opened: frames kept and dropped, samples that came too late."""
+
+    frames_kept: int
+    dropped_stale: int
+    dropped_out_of_sync: int
+    late_samples: int
 
 
 def _unused(msg: Any) -> None:
@@ -147,6 +185,19 @@ class ContractLink:
             "every topic has data, but no frame passed the contract's max_age_s / sync_tolerance_s checks "
             f"(contract {self.contract.source}); are the streams' stamps on one clock?"
         )
+
+    def sample_age_s(self, frame: AlignedFrame, key: str) -> float:
+        """How old the sample of `key` in `frame` is now, on the stamps' clock."""
+        return (self.stamp_now_ns() - frame.picks[key].stamp_ns) / NS
+
+    def counts(self) -> SamplingCounts:
+        """The alignment's counters since the link opened."""
+        assert self._assembler is not None
+        with self._lock:
+            report, live = self._assembler.sampling
+            return SamplingCounts(
+                report.frames_kept, report.frames_dropped_stale, report.frames_dropped_tolerance, live.late_samples
+            )
 
     def now_ns(self) -> int:
         return int(self.node.get_clock().now().nanoseconds)

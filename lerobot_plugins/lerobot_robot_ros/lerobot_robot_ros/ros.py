@@ -83,4 +83,4 @@ class RosRobot(Robot):
         if not self.is_connected:
             raise DeviceNotConnectedError(f"{self} is not connected")
         self.robot.disconnect()
-        logger.info("%s disconnected (left the ROS graph)", self)
+        logger.info("%s disconnected (left the ROS graph): %s", self, self.robot.summary())

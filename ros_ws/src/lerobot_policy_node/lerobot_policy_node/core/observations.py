@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from lerobot_contract import ClockJumpError, Contract, FeatureContract, MessageMismatchError
-from lerobot_contract.align import AlignedFrame, AlignFeature
+from lerobot_contract.align import AlignedFrame, AlignFeature, SyncReport
 from lerobot_contract.frames import FrameDecoder
-from lerobot_contract.sampler import LiveSampler
+from lerobot_contract.sampler import LiveSampler, LiveStats
 from lerobot_contract.time import NS
 from lerobot_policy_node.core.errors import ObservationError
 from lerobot_policy_node.core.policies import TIMESTAMP_KEY, InputFeature
@@ -144,6 +144,11 @@ class ObservationAssembler:
         for key, feature in self.sources.items():
             out.setdefault(feature.topic, []).append(key)
         return out
+
+    @property
+    def sampling(self) -> tuple[SyncReport, LiveStats]:
+        """The sampler's counters (frames kept and dropped; late, refused samples), since it last started."""
+        return self._sampler.report, self._sampler.live
 
     @property
     def waiting_for(self) -> list[str]:
