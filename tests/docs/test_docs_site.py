@@ -49,7 +49,7 @@ def site() -> Iterator[str]:
     out = Path(tempfile.mkdtemp(prefix="site-"))
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "mkdocs"), "build", "--strict", "--quiet", "-d", str(out)],
+        [str(REPO / ".venv" / "bin" / "mkdocs"), "build", "--strict", "-d", str(out)],
         check=False,
         cwd=REPO,
         env=env,
