@@ -1,6 +1,6 @@
-"""`colcon build` of ros_ws and the sim bridge works the way a ROS 2 user would run it (colcon from PyPI).
-
-README, "Running with a ROS 2 install": `colcon build --base-paths ros_ws/src sim_bridge`.
+"""`colcon build` of ros_ws, the sim bridge, training and the policy server works the way a ROS 2 user would run it
+(colcon from PyPI); docs/contributing.md, "Running with a ROS 2 install":
+`colcon build --base-paths ros_ws/src sim_bridge training policy_server`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ SOURCES = {
     "lerobot_recorder": SRC / "lerobot_recorder",
     "lerobot_sim_bridge": REPO / "sim_bridge",
     "lerobot_eval": SRC / "lerobot_eval",
+    "lerobot_training": REPO / "training",
+    "lerobot_policy_server": REPO / "policy_server",
 }
 PYTHON_PACKAGES = list(SOURCES)
-# No executables of their own: imported by the others (contract, dataset), lerobot-ros sub-commands only (eval,
-# bags).
-LIBRARIES = {"lerobot_contract", "lerobot_dataset", "lerobot_bags", "lerobot_eval"}
+# No executables of their own: imported by the others (contract, dataset, training), lerobot-ros sub-commands only
+# (eval, bags, training).
+LIBRARIES = {"lerobot_contract", "lerobot_dataset", "lerobot_bags", "lerobot_eval", "lerobot_training"}
 
 
 def console_scripts(package: str) -> list[str]:
@@ -52,6 +54,8 @@ def colcon_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--base-paths",
             str(SRC),
             str(REPO / "sim_bridge"),
+            str(REPO / "training"),
+            str(REPO / "policy_server"),
             "--build-base",
             str(ws / "build"),
             "--install-base",
@@ -114,18 +118,24 @@ def test_console_scripts_land_in_lib_package(colcon_install: Path) -> None:
     assert (colcon_install / "lerobot_ros" / "lib" / "lerobot_ros" / "lerobot-ros").exists()
 
 
+def install_environment(install: Path) -> dict[str, str]:
+    """The environment with the PYTHONPATH `install/setup.bash` sets (the workspace's packages first)."""
+    paths = [
+        str(install / p / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
+        for p in [*PYTHON_PACKAGES, "lerobot_msgs"]
+    ]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONNOUSERSITE="1")
+
+
 @pytest.mark.slow
 def test_installed_executables_run(colcon_install: Path) -> None:
     # What `ros2 run lerobot_sim_bridge sim_render_meshes --help` runs, with the PYTHONPATH `install/setup.bash` sets.
-    paths = [
-        str(colcon_install / p / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages")
-        for p in [*PYTHON_PACKAGES, "lerobot_msgs"]
-    ]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONNOUSERSITE="1")
+    env = install_environment(colcon_install)
     for package, exe in [
         ("lerobot_sim_bridge", "sim_render_meshes"),
         ("lerobot_drivers", "fake_servo_bus"),
         ("lerobot_ros", "lerobot-ros"),
+        ("lerobot_policy_server", "lerobot-policy-server"),
     ]:
         result = subprocess.run(
             [str(colcon_install / package / "lib" / package / exe), "--help"],
@@ -137,3 +147,26 @@ def test_installed_executables_run(colcon_install: Path) -> None:
         )
         assert result.returncode == 0, f"{package}/{exe}: {result.stderr[-2000:]}"
         assert "usage:" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_policy_node_imports_training_and_the_server_client_from_the_workspace(colcon_install: Path) -> None:
+    # Both executables of lerobot_policy_node import lerobot_training when they load (and the policy node the policy
+    # server's client for grpc://): on a ROS install they come from the workspace the node was built in.
+    modules = ["lerobot_training", "lerobot_policy_server.client"]
+    code = "import importlib, lerobot_policy_node.nodes.policy_node, lerobot_policy_node.nodes.executor_node\n"
+    code += f"for name in {modules!r}: print(importlib.import_module(name).__file__)\n"
+    result = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", code],
+        env=install_environment(colcon_install),
+        cwd=colcon_install,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = [Path(line) for line in result.stdout.split()]
+    assert len(found) == len(modules), result.stdout
+    for module, path in zip(modules, found, strict=True):
+        assert path.is_relative_to(colcon_install), f"{module} imported from {path}, not from the colcon install"

