@@ -49,6 +49,7 @@ COUNTS = (
     "refused_connections",
     "evicted_connections",
     "closed_before_a_call",
+    "banned_peers",
 )
 
 
@@ -64,12 +65,21 @@ class ServerLimits:
     idle_timeout_s: float = 300.0
     max_connection_age_s: float = 0.0  # 0: no limit
     handshake_timeout_s: float = 5.0  # a connection with no authenticated call by then is closed (the front)
+    max_auth_failures: int = 10  # an address failing more often within auth_failure_window_s is banned (the front)
+    auth_failure_window_s: float = 10.0
+    ban_s: float = 60.0  # how long a banned address's connections are refused at accept
 
     def __post_init__(self) -> None:
-        for name in ("max_concurrent", "max_connections", "max_connections_per_peer", "pending_per_connection"):
+        for name in (
+            "max_concurrent",
+            "max_connections",
+            "max_connections_per_peer",
+            "pending_per_connection",
+            "max_auth_failures",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("idle_timeout_s", "handshake_timeout_s"):
+        for name in ("idle_timeout_s", "handshake_timeout_s", "auth_failure_window_s", "ban_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 s, got {getattr(self, name)}")
         if self.max_request_bytes < 0 or self.max_connection_age_s < 0:
@@ -149,7 +159,8 @@ class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
     server's token is answered UNAUTHENTICATED, and an authenticated one beyond `max_concurrent` running calls
     RESOURCE_EXHAUSTED, both by a handler that runs on `refusals` (gRPC's per-handler `experimental_thread_pool`),
     so callers without the token cost the workers nothing. `authorized(peer)` is told the gRPC peer of every
-    connection that carried an admitted call (the front keeps those connections).
+    connection that carried an admitted call (the front keeps those connections), `unauthenticated(peer)` that
+    of every call refused UNAUTHENTICATED (the front bans an address that fails too often).
     """
 
     def __init__(
@@ -160,6 +171,7 @@ class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
         max_concurrent: int,
         stats: ServerStats,
         authorized: Callable[[str], None] | None = None,
+        unauthenticated: Callable[[str], None] | None = None,
     ) -> None:
         self._token = token
         self._pool = pool
@@ -169,7 +181,10 @@ class Gate(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._handlers = {name: _marking(handler, authorized) for name, handler in handlers.items()}
         self._unauthenticated = {
             problem: _refusal(
-                grpc.StatusCode.UNAUTHENTICATED, f"{problem}; give the client this server's token", self.refusals
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"{problem}; give the client this server's token",
+                self.refusals,
+                unauthenticated,
             )
             for problem in (NO_TOKEN, WRONG_TOKEN)
         }
@@ -213,10 +228,18 @@ def _marking(handler: grpc.RpcMethodHandler, authorized: Callable[[str], None] |
     return grpc.unary_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
 
 
-def _refusal(code: grpc.StatusCode, message: str, pool: futures.ThreadPoolExecutor) -> grpc.RpcMethodHandler:
-    """A handler answering `code` at once on `pool`, without reading the request (stream-unary: nothing is read)."""
+def _refusal(
+    code: grpc.StatusCode,
+    message: str,
+    pool: futures.ThreadPoolExecutor,
+    tell: Callable[[str], None] | None = None,
+) -> grpc.RpcMethodHandler:
+    """A handler answering `code` at once on `pool`, without reading the request (stream-unary: nothing is read);
+    `tell` is given the peer of each call it refuses."""
 
     def refuse(requests: Any, context: grpc.ServicerContext) -> bytes:
+        if tell is not None:
+            tell(context.peer())
         context.abort(code, message)
         raise AssertionError("unreachable")  # context.abort raises
 

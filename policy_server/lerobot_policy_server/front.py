@@ -12,33 +12,57 @@ included), to the gRPC server listening on loopback. It keeps:
   connections are never closed to make room, so connections from many addresses that never call cannot crowd
   out the client that does.
 * a connection that has carried no authenticated call `handshake_timeout_s` after it was accepted is closed.
+* an address that failed more than `max_auth_failures` times within `auth_failure_window_s` (a call refused
+  UNAUTHENTICATED, or a connection closed for the handshake window) is banned for `ban_s`: its connections are
+  closed and its new ones refused at accept, so a flood of unauthenticated calls costs gRPC a few calls, not a
+  parse and a refusal each. An address holding a connection that carried an authenticated call is never banned.
 
-The loopback connection to gRPC is opened once the client has sent its first bytes, so silent connections cost
-gRPC nothing.
+A refused connection is reset at accept, on the listening socket's own callback: no stream, task or gRPC
+connection is made for it (a refused connection that cost a stream and a task each made 16 reconnecting silent
+peers take ~0.3 s of the server's CPU per second). The loopback connection to gRPC is opened once the client has
+sent its first bytes, so silent connections cost gRPC nothing.
 
-`authorized(peer)` is called (by `admission.Gate`, on every admitted call) with the gRPC peer string of the
+`authorized(peer)` and `unauthenticated(peer)` are called (by `admission.Gate`) with the gRPC peer string of the
 front's loopback connection, which names the connection it relays. Counts go to the server's `ServerStats`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lerobot_policy_server.admission import ServerLimits, ServerStats
 
 LOOPBACK = "127.0.0.1"
 _CHUNK = 256 * 1024
+_BACKLOG = 1024
+_ACCEPTS_PER_WAKE = 256  # connections taken from the listening socket before the loop serves the others
+_ACCEPT_PAUSE_S = 0.2  # out of file descriptors: accept again after this
+_MAX_TRACKED_ADDRESSES = 4096  # addresses with failures or bans remembered at once (the oldest are forgotten)
+_T = TypeVar("_T")
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and frees the socket at once
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close `sock` with a reset: no FIN handshake, no TIME_WAIT, and a peer writing to it learns at once."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+    sock.close()
 
 
 @dataclass(eq=False)
 class _Connection:
     peer: str
     accepted: float
-    client: asyncio.StreamWriter
+    sock: socket.socket
+    client: asyncio.StreamWriter | None = None
     upstream: asyncio.StreamWriter | None = None
     authorized: bool = False
     closed: bool = False
@@ -49,6 +73,8 @@ class _Connection:
         if self.closed:
             return
         self.closed = True
+        if self.client is None:
+            _reset(self.sock)
         for writer in (self.client, self.upstream):
             if writer is not None:
                 writer.transport.abort()
@@ -65,34 +91,29 @@ class ConnectionFront:
         self.limits, self.stats = limits, stats
         self._connections: list[_Connection] = []  # oldest first
         self._by_upstream_port: dict[int, _Connection] = {}
+        self._failures: dict[str, collections.deque[float]] = {}  # address -> times of its recent failures
+        self._banned: dict[str, float] = {}  # address -> monotonic time its ban ends
         self._loop = asyncio.new_event_loop()
-        self._server: asyncio.Server | None = None
-        self._error: BaseException | None = None
-        self._started = threading.Event()
+        self._listener: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name="policy_server_front", daemon=True)
 
     def start(self) -> int:
         """Listen; OSError when (host, port) cannot be bound. Returns the bound port."""
+        try:
+            self._listener = _listen(self.host, self.port)
+        except OSError as err:
+            raise OSError(f"cannot listen on {self.host} port {self.port}: {err}") from None
         self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            raise OSError(f"cannot listen on {self.host} port {self.port}: {self._error}")
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
+        return int(self._listener.getsockname()[1])
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        try:
-            self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._serve, self.host, self.port, reuse_address=True, backlog=1024)
-            )
-        except OSError as err:
-            self._error = err
-            self._started.set()
-            return
-        self._started.set()
+        assert self._listener is not None
+        self._loop.add_reader(self._listener, self._accept)
         try:
             self._loop.run_forever()
+            self._loop.remove_reader(self._listener)
+            self._listener.close()
             for connection in list(self._connections):
                 connection.close()
             pending = asyncio.all_tasks(self._loop)
@@ -104,31 +125,68 @@ class ConnectionFront:
 
     def close(self) -> None:
         if not self._thread.is_alive():
+            if self._listener is not None:
+                self._listener.close()
             return
-
-        def stop() -> None:
-            if self._server is not None:
-                self._server.close()
-            self._loop.stop()
-
-        self._loop.call_soon_threadsafe(stop)
+        self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5.0)
 
     def authorized(self, peer: str) -> None:
         """The connection whose loopback side gRPC names `peer` (``ipv4:127.0.0.1:PORT``) carried an admitted call."""
-        head, _, port = peer.rpartition(":")
-        if head and port.isdigit():
-            connection = self._by_upstream_port.get(int(port))
-            if connection is not None:
-                connection.authorized = True  # one attribute: set from gRPC's threads, read on the loop
+        connection = self._relayed(peer)
+        if connection is not None:
+            connection.authorized = True  # one attribute: set from gRPC's threads, read on the loop
+
+    def unauthenticated(self, peer: str) -> None:
+        """The connection gRPC names `peer` carried a call refused UNAUTHENTICATED (called from gRPC's threads)."""
+        connection = self._relayed(peer)
+        if connection is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has stopped
+                self._loop.call_soon_threadsafe(self._failed, connection)
 
     def counts(self) -> dict[str, int]:
-        """Connections held now, and of them authenticated."""
+        """Connections held now, and of them authenticated; addresses banned now."""
         held = [c for c in self._connections if not c.closed]
-        return {"held": len(held), "authenticated": sum(c.authorized for c in held)}
+        now = time.monotonic()
+        banned = sum(until > now for until in list(self._banned.values()))
+        return {"held": len(held), "authenticated": sum(c.authorized for c in held), "banned": banned}
+
+    def _relayed(self, peer: str) -> _Connection | None:
+        head, _, port = peer.rpartition(":")
+        if head and port.isdigit():
+            return self._by_upstream_port.get(int(port))
+        return None
+
+    def _accept(self) -> None:
+        """Take what the listening socket holds: refuse (reset) or hold each connection; never blocks."""
+        assert self._listener is not None
+        for _ in range(_ACCEPTS_PER_WAKE):
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of file descriptors or buffers: the backlog waits, the loop serves the others
+                self._loop.remove_reader(self._listener)
+                self._loop.call_later(_ACCEPT_PAUSE_S, self._loop.add_reader, self._listener, self._accept)
+                return
+            peer = str(address[0])
+            if not self._make_room(peer):
+                self.stats.count("refused_connections")
+                _reset(sock)
+                continue
+            sock.setblocking(False)
+            connection = _Connection(peer, time.monotonic(), sock)
+            self._connections.append(connection)
+            self.stats.count("connections")
+            connection.tasks.append(self._loop.create_task(self._serve(connection)))
 
     def _make_room(self, peer: str) -> bool:
         """Whether a new connection from `peer` may be held, closing an unauthenticated one where a limit is met."""
+        until = self._banned.get(peer)
+        if until is not None:
+            if time.monotonic() < until:
+                return False
+            del self._banned[peer]
         if sum(c.peer == peer for c in self._connections) >= self.limits.max_connections_per_peer:
             return False  # refused at once: cheaper than any connection the peer churns through
         if len(self._connections) < self.limits.max_connections:
@@ -145,19 +203,39 @@ class ConnectionFront:
         with contextlib.suppress(ValueError):
             self._connections.remove(connection)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        peer = str(peername[0]) if peername else "?"
-        if not self._make_room(peer):
-            self.stats.count("refused_connections")
-            writer.transport.abort()
+    def _failed(self, connection: _Connection) -> None:
+        """`connection`'s address failed once (an unauthenticated call, a handshake window run out); ban it when
+        that makes more than `max_auth_failures` within `auth_failure_window_s` and it holds no authenticated one
+        (the calls before are answered UNAUTHENTICATED: a client with a wrong token is told so)."""
+        peer, now = connection.peer, time.monotonic()
+        if peer in self._banned:
             return
-        connection = _Connection(peer, time.monotonic(), writer)
-        self._connections.append(connection)
-        self.stats.count("connections")
+        failures = self._failures.pop(peer, None) or collections.deque()
+        self._failures[peer] = failures  # most recent last, so the oldest address is forgotten first
+        failures.append(now)
+        while failures and failures[0] < now - self.limits.auth_failure_window_s:
+            failures.popleft()
+        _forget_oldest(self._failures)
+        if len(failures) <= self.limits.max_auth_failures:
+            return
+        if any(c.authorized for c in self._connections if c.peer == peer):
+            return
+        del self._failures[peer]
+        self._banned[peer] = now + self.limits.ban_s
+        _forget_oldest(self._banned)
+        self.stats.count("banned_peers")
+        for held in [c for c in self._connections if c.peer == peer]:
+            self._forget(held)
+
+    async def _serve(self, connection: _Connection) -> None:
         timer = self._loop.call_later(self.limits.handshake_timeout_s, self._check_handshake, connection)
         upstream_port = None
         try:
+            reader, writer = await asyncio.open_connection(sock=connection.sock, limit=_CHUNK)
+            connection.client = writer
+            if connection.closed:  # evicted meanwhile
+                writer.transport.abort()
+                return
             first = await reader.read(_CHUNK)  # a connection that sends nothing costs gRPC nothing
             if not first or connection.closed:
                 return
@@ -167,6 +245,7 @@ class ConnectionFront:
             upstream_port = int(up_writer.get_extra_info("sockname")[1])
             self._by_upstream_port[upstream_port] = connection
             if connection.closed:  # evicted while connecting
+                up_writer.transport.abort()
                 return
             await asyncio.gather(_relay(reader, up_writer), _relay(up_reader, writer), return_exceptions=True)
         except OSError:
@@ -181,6 +260,28 @@ class ConnectionFront:
         if not connection.authorized and not connection.closed:
             self.stats.count("closed_before_a_call")
             self._forget(connection)
+            self._failed(connection)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A non-blocking listening TCP socket on (host, port)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = found[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(_BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _forget_oldest(table: dict[str, _T]) -> None:
+    while len(table) > _MAX_TRACKED_ADDRESSES:
+        del table[next(iter(table))]
 
 
 async def _relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -167,6 +167,7 @@ def start_server(
         service.limits.max_concurrent,
         service.stats,
         connection_front.authorized if connection_front is not None else None,
+        connection_front.unauthenticated if connection_front is not None else None,
     )
     server.add_generic_rpc_handlers((gate,))
     grpc_host, grpc_port = ("127.0.0.1", 0) if fronted else (host, port)

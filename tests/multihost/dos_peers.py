@@ -3,7 +3,8 @@
 ``server TOKEN_FILE``: a policy server with that token on 0.0.0.0 (so behind its connection front) serving a policy
 whose inference takes INFERENCE_S (sleeping, as a GPU-bound model leaves the CPU); prints "serving PORT".
 ``client ADDRESS TOKEN_FILE CALLS``: the authorized client: CALLS Predict calls one after the other; prints a JSON
-line with the codes, each call's latency (s) and the server's Stats counts.
+line with the codes (OK: a chunk of the policy's shape, all finite; WRONG_REPLY: another), each call's latency (s)
+and the server's Stats counts.
 ``attack ADDRESS KIND COUNT SECONDS``: COUNT connections of KIND (`preface`: the HTTP/2 preface and SETTINGS, then
 nothing; `silent`: TCP, nothing sent; `unauthenticated`: callers without the token, COUNT calls in flight at once)
 for SECONDS, reopening what the server closes; prints "attacking" once they are open, "done N" at the end.
@@ -56,8 +57,9 @@ def client(address: str, token_file: str, calls: int) -> None:
         for index in range(calls):
             start = time.perf_counter()
             try:
-                policy.predict(STATE, stamp_ns=index + 1)
-                codes["OK"] = codes.get("OK", 0) + 1
+                reply = policy.predict(STATE, stamp_ns=index + 1)
+                sound = reply.actions.shape == (15, 6) and bool(np.isfinite(reply.actions).all())
+                codes["OK" if sound else "WRONG_REPLY"] = codes.get("OK" if sound else "WRONG_REPLY", 0) + 1
             except RemoteError as err:
                 codes[err.code.name] = codes.get(err.code.name, 0) + 1
             latencies.append(time.perf_counter() - start)

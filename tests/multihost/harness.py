@@ -516,3 +516,56 @@ def server_and_peers() -> Iterator[ServerAndPeers]:
         yield hosts
     finally:
         hosts.down()
+
+
+DOS_PEERS = HERE / "dos_peers.py"
+# Attacks of dos_peers.py and their sizes (connections; callers in flight for "unauthenticated").
+DOS_QUICK = {"preface": 20, "silent": 20, "unauthenticated": 8}
+DOS_FULL = {"preface": 200, "silent": 200, "unauthenticated": 32}
+
+
+def _on_cpu(host: str, argv: list[str]) -> list[str]:
+    """`argv` pinned so that the attacker, a host of its own, does not spend the server's and the client's CPU:
+    the attacker on the last CPU this process may use, the server and the client on the first (unpinned with
+    fewer than 2 CPUs or without `taskset`)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        return argv
+    return ["taskset", "-c", str(cpus[-1] if host == "attacker" else cpus[0]), *argv]
+
+
+def run_attacks(processes: Any, token_file: Path, sizes: Mapping[str, int], calls: int) -> dict[str, dict[str, Any]]:
+    """The authorized client's `calls` Predict calls through a policy server with a token (on its own host,
+    beyond loopback: behind its connection front) alone ("idle") and beside each attack of `sizes` from the
+    attacker's host: per run the client's codes, latencies (s) and the server's Stats counts (dos_peers.py).
+    `processes` is the `lerobot_ros.testing` fixture."""
+    token_file.write_text(secrets.token_hex(16))
+    results: dict[str, dict[str, Any]] = {}
+    with server_and_peers() as hosts:
+        try:
+            argv = [sys.executable, str(DOS_PEERS), "server", str(token_file)]
+            server = processes.start(hosts.command("server", _on_cpu("server", argv)), name="server")
+            server.wait_for_output(r"serving \d+", timeout=120)
+
+            def client(name: str) -> dict[str, Any]:
+                argv = [sys.executable, str(DOS_PEERS), "client", hosts.server_address["client"], str(token_file)]
+                run = processes.start(hosts.command("client", _on_cpu("client", [*argv, str(calls)])), name=name)
+                assert run.wait(timeout=600) == 0, run.output()
+                result: dict[str, Any] = json.loads(run.output().strip().splitlines()[-1])
+                return result
+
+            results["idle"] = client("client_idle")
+            for kind, count in sizes.items():
+                argv = [sys.executable, str(DOS_PEERS), "attack", hosts.server_address["attacker"], kind, str(count)]
+                attacker = processes.start(hosts.command("attacker", _on_cpu("attacker", [*argv, "600"])),
+                                           name=f"attack_{kind}")  # fmt: skip
+                attacker.wait_for_output("attacking", timeout=120)
+                results[kind] = client(f"client_{kind}")
+                attacker.stop()
+        finally:
+            processes.stop_all()  # before the namespaces go
+    return results
+
+
+def p99(latencies: list[float]) -> float:
+    return float(np.percentile(latencies, 99))
