@@ -147,6 +147,39 @@ json.dump({{"frames": len(ds), "fps": ds.fps, "features": {{k: v.get("names") fo
     np.testing.assert_allclose(replayed, np.array(data["action"])[-len(sent) :], atol=1e-3)
 
 
+def guide_command(script: str) -> list[str]:
+    """The options of `script`'s command in docs/guides/lerobot-cli.md ("Run LeRobot's scripts")."""
+    import shlex
+
+    text = (REPO / "docs" / "guides" / "lerobot-cli.md").read_text().replace("\\\n", " ")
+    line = next(line for line in text.splitlines() if line.startswith(f"{script} --robot.type=ros"))
+    return shlex.split(line)[1:]
+
+
+def test_record_with_the_guides_command_exits_0_without_a_speech_tool(follower, ros_node, tmp_path) -> None:
+    """The guide's lerobot-record command, on a machine without spd-say (LeRobot's default play_sounds=true calls
+    it), exits 0 with the episode saved; only the contract, dataset folder and episode length are this test's."""
+    import shutil
+
+    contract, _states, start = follower
+    env_path = lerobot_env(tmp_path)["PATH"]
+    if shutil.which("spd-say", path=env_path) is not None:
+        pytest.skip("spd-say is installed here: the test needs a machine without it")
+    options = dict(option.split("=", 1) for option in guide_command("lerobot-record"))
+    options.update({"--robot.contract": str(contract), "--teleop.contract": str(contract),
+                    "--dataset.root": str(tmp_path / "dataset"), "--dataset.num_episodes": "1",
+                    "--dataset.episode_time_s": "3", "--robot.connect_timeout_s": "60",
+                    "--teleop.connect_timeout_s": "60"})  # fmt: skip
+    leader = Leader(ros_node, start)
+    try:
+        output = run_lerobot("lerobot-record", [f"{key}={value}" for key, value in options.items()], tmp_path)
+    finally:
+        leader.stop()
+    assert "spd-say" not in output, output[-3000:]
+    info = json.loads((tmp_path / "dataset" / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 1 and info["total_frames"] > 0, info
+
+
 def test_teleoperate_moves_the_follower(follower, ros_node, tmp_path) -> None:
     contract, states, start = follower
     leader = Leader(ros_node, start)
