@@ -82,10 +82,23 @@ def _run(venv: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_our_packages_import_from_the_installed_copies(prefix: Path) -> None:
-    code = "import lerobot_ros, lerobot_eval, lerobot_policy_node, lerobot_sim_bridge; print(lerobot_ros.__file__)"
+    # The policy node's executables import lerobot_training (and its client lerobot_policy_server) when they load.
+    modules = [
+        "lerobot_ros",
+        "lerobot_eval",
+        "lerobot_policy_node.nodes.policy_node",
+        "lerobot_policy_node.nodes.executor_node",
+        "lerobot_sim_bridge",
+        "lerobot_training",
+        "lerobot_policy_server.client",
+    ]
+    code = f"import importlib\nfor name in {modules!r}: print(importlib.import_module(name).__file__)"
     result = _run(prefix, str(prefix / "bin" / "python"), "-c", code)
     assert result.returncode == 0, result.stderr
-    assert Path(result.stdout.strip()).is_relative_to(prefix), result.stdout
+    found = result.stdout.split()
+    assert len(found) == len(modules), result.stdout
+    for module, path in zip(modules, found, strict=True):
+        assert Path(path).is_relative_to(prefix), f"{module}: {path}"
 
 
 def test_eval_and_demo_help(prefix: Path) -> None:
