@@ -21,7 +21,9 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 def check(root: str) -> str | None:
     dataset = LeRobotDataset("local/reference-check", root=root)
     meta = dataset.meta
-    dataset._ensure_hf_dataset_loaded()
+    ensure_loaded = getattr(dataset, "_ensure_hf_dataset_loaded", None)  # LeRobot 0.4.4; 0.6's hf_dataset loads
+    if ensure_loaded is not None:
+        ensure_loaded()
     rows = len(dataset.hf_dataset)
     if rows != meta.total_frames or len(dataset) != rows:
         return f"hf_dataset has {rows} rows != total_frames {meta.total_frames}"

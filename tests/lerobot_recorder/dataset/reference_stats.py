@@ -1,6 +1,6 @@
-"""Computes per-episode statistics of a dataset with LeRobot 0.4.4's `compute_episode_stats`.
+"""Computes per-episode statistics of a dataset with LeRobot's `compute_episode_stats`.
 
-Runs inside the reference venv: python reference_stats.py ROOT OUT.json
+Runs inside the reference venv: python reference_stats.py ROOT OUT.json (writes {"lerobot": version, "episodes": [...]})
 Vectors come from the data parquet; `image` features are written back to PNG files and passed as
 paths, exactly as LeRobot's writer does while recording. Video features are skipped (LeRobot
 computes their stats from the frames before encoding, which the dataset no longer holds).
@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import lerobot
 import numpy as np
 import pyarrow.parquet as pq
 from lerobot.datasets.compute_stats import compute_episode_stats
@@ -42,7 +43,7 @@ def main() -> int:
                     data[key] = np.asarray(column, dtype=feature["dtype"])
             stats = compute_episode_stats(data, features)
             result.append({key: {name: np.asarray(v).tolist() for name, v in ft.items()} for key, ft in stats.items()})
-    out.write_text(json.dumps(result))
+    out.write_text(json.dumps({"lerobot": lerobot.__version__, "episodes": result}))
     return 0
 
 

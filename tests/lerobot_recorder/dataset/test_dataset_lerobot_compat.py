@@ -196,7 +196,9 @@ def test_episode_stats_match_lerobots_computation(tmp_path: Path) -> None:
         write_episodes(writer, [1, 7, 130], ["a", "b"])
     out = tmp_path / "lerobot-stats.json"
     run_reference(tmp_path, "reference_stats.py", str(root), str(out))
-    expected = json.loads(out.read_text())
+    reference = json.loads(out.read_text())
+    expected = reference["episodes"]
+    lerobot_06 = tuple(int(p) for p in reference["lerobot"].split(".")[:2]) >= (0, 6)
     with DatasetReader(root) as reader:
         ours = [reader.meta.episode_stats(row) for row in reader.episodes]
     assert len(ours) == len(expected) == 3
@@ -205,11 +207,16 @@ def test_episode_stats_match_lerobots_computation(tmp_path: Path) -> None:
         for key, stats in theirs.items():
             for name, value in stats.items():
                 if key == WRIST and name == "std":
-                    continue  # LeRobot 0.4.4 squares uint8 pixels without widening: its camera std is wrong
+                    # LeRobot 0.4.4 squares uint8 pixels without widening: its camera std is wrong. LeRobot 0.6
+                    # takes sqrt(E[x^2] - E[x]^2) of float32 running means of pixels up to 255: ~0.4 % off here.
+                    continue
+                # LeRobot 0.6 computes image statistics in float32 (pixels promoted to float32, its quantile
+                # histogram's edges in float32): they agree with ours (float64) to a few 1e-5.
+                image_in_float32 = lerobot_06 and key == WRIST
                 np.testing.assert_allclose(
                     np.asarray(mine[key][name], dtype=float),
                     np.asarray(value, dtype=float),
-                    rtol=1e-5,
+                    rtol=1e-4 if image_in_float32 else 1e-5,
                     atol=1e-6,
-                    err_msg=f"episode {episode} {key} {name}",
+                    err_msg=f"episode {episode} {key} {name} (LeRobot {reference['lerobot']})",
                 )
