@@ -286,7 +286,7 @@ lerobot_venv() {
   # set has none), so that pip never touches that venv's torch or LeRobot.
   local grpc_pin server_hash
   grpc_pin=$(grep -i '^grpcio==' "$ROOT/requirements/constraints.txt")
-  server_hash=$( (inputs_hash policy_server/pyproject.toml; echo "$grpc_pin") | sha256sum | cut -c1-16)
+  server_hash=$( (inputs_hash policy_server/pyproject.toml policy_server/setup.cfg; echo "$grpc_pin") | sha256sum | cut -c1-16)
   if [[ ! -f "$venv/.server-stamp" || "$(cat "$venv/.server-stamp")" != "$server_hash" ]] \
       || ! "$py" -c 'import grpc, lerobot_policy_server.client' 2>/dev/null; then
     "$py" -c 'import grpc' 2>/dev/null || pip_into "$py" --no-deps "$grpc_pin"
