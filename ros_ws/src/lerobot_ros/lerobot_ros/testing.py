@@ -17,9 +17,9 @@ Load it with `pytest_plugins = ["lerobot_ros.testing"]`. Fixtures:
 Helpers `wait_for_topic`, `wait_for_messages`, `wait_for_service`, `call_service` and
 `wait_for_node` poll the graph with timeouts and fail with a message saying what was seen.
 
-LeRobot 0.4.4's reference venv (.venv-lerobot-ref, scripts/setup.sh --with-lerobot-reference):
-`reference_python`, `reference_extras` (the ACT training packages), `reference_env`,
-`run_in_reference_venv` and `lerobot_train`.
+LeRobot's reference venv (.venv-lerobot-ref: LeRobot 0.6.1, scripts/setup.sh --with-lerobot-reference;
+LEROBOT_ROS_REFERENCE_VENV names another, e.g. .venv-lerobot-044): `reference_python`, `reference_extras` (LeRobot
+0.4.4's training packages), `reference_has`, `reference_env`, `run_in_reference_venv` and `lerobot_train`.
 """
 
 from __future__ import annotations
