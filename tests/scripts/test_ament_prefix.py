@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = [
     *(p for p in sorted((REPO / "ros_ws" / "src").iterdir()) if (p / "setup.cfg").is_file()),
     REPO / "sim_bridge",
+    REPO / "training",
+    REPO / "policy_server",
 ]
 
 
@@ -49,7 +51,10 @@ def make_package(root: Path, name: str, scripts: dict[str, str]) -> Path:
 
 def test_every_ros_package_gets_its_executables_in_lib(tmp_path: Path) -> None:
     prefix = tmp_path / "prefix"
-    rc = ament_prefix.main([str(prefix), sys.executable, *map(str, PACKAGE_DIRS), str(REPO / "training")])
+    plain = tmp_path / "plain_python"  # a Python project without package.xml
+    plain.mkdir()
+    (plain / "setup.cfg").write_text("[options.entry_points]\nconsole_scripts =\n    tool = json.tool:main\n")
+    rc = ament_prefix.main([str(prefix), sys.executable, *map(str, PACKAGE_DIRS), str(plain)])
     assert rc == 0
     names = set()
     for source in PACKAGE_DIRS:
@@ -61,8 +66,10 @@ def test_every_ros_package_gets_its_executables_in_lib(tmp_path: Path) -> None:
         assert {p.name for p in lib.iterdir()} == console_scripts(source), package.name
         for exe in lib.iterdir():
             assert os.access(exe, os.X_OK), exe
-    assert "lerobot_sim_bridge" in names  # the sim bridge is an ament package like the others
-    assert not (prefix / "lib" / "lerobot_training").exists()  # not a ROS package: skipped
+    # The sim bridge, training and the policy server are ament packages like the others.
+    assert {"lerobot_sim_bridge", "lerobot_training", "lerobot_policy_server"} <= names
+    assert (prefix / "lib" / "lerobot_policy_server" / "lerobot-policy-server").is_file()
+    assert {p.name for p in (prefix / "lib").iterdir()} == names  # nothing for the project without package.xml
 
 
 def test_launcher_runs_the_entry_point_with_the_given_python(tmp_path: Path) -> None:
