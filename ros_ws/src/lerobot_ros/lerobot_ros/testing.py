@@ -134,15 +134,15 @@ def run_in_reference_venv(workdir: Path, args: Sequence[str], timeout: float = 9
 
 
 def lerobot_train(workdir: Path, dataset: Path, repo_id: str, policy_args: Sequence[str]) -> Path:
-    """Train 2 steps (CPU) with LeRobot's own lerobot-train; returns its last pretrained_model directory."""
+    """Train 2 steps (CPU) with LeRobot's own lerobot-train; returns its last pretrained_model directory. No
+    environment is given, so no evaluation runs (0.4.4's `--eval_freq` is 0.6's `--env_eval_freq`: neither passed)."""
     out = workdir / "lerobot-run"
     run_in_reference_venv(
         workdir,
         [
             "-m", "lerobot.scripts.lerobot_train", *policy_args, "--policy.device=cpu", "--policy.push_to_hub=false",
             f"--dataset.repo_id={repo_id}", f"--dataset.root={dataset}", f"--output_dir={out}", "--steps=2",
-            "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--eval_freq=0",
-            "--wandb.enable=false",
+            "--batch_size=2", "--seed=1000", "--num_workers=0", "--save_freq=2", "--wandb.enable=false",
         ],
     )  # fmt: skip
     return out / "checkpoints" / "last" / "pretrained_model"
