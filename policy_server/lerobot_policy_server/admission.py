@@ -65,8 +65,10 @@ class ServerLimits:
     idle_timeout_s: float = 300.0
     max_connection_age_s: float = 0.0  # 0: no limit
     handshake_timeout_s: float = 5.0  # a connection with no authenticated call by then is closed (the front)
-    max_auth_failures: int = 10  # an address failing more often within auth_failure_window_s is banned (the front)
-    auth_failure_window_s: float = 10.0
+    # The front bans an address failing more often than this within peer_failure_window_s: a call refused
+    # UNAUTHENTICATED, a connection closed for the handshake window or refused beyond max_connections_per_peer.
+    max_peer_failures: int = 10
+    peer_failure_window_s: float = 10.0
     ban_s: float = 60.0  # how long a banned address's connections are refused at accept
 
     def __post_init__(self) -> None:
@@ -75,11 +77,11 @@ class ServerLimits:
             "max_connections",
             "max_connections_per_peer",
             "pending_per_connection",
-            "max_auth_failures",
+            "max_peer_failures",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("idle_timeout_s", "handshake_timeout_s", "auth_failure_window_s", "ban_s"):
+        for name in ("idle_timeout_s", "handshake_timeout_s", "peer_failure_window_s", "ban_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 s, got {getattr(self, name)}")
         if self.max_request_bytes < 0 or self.max_connection_age_s < 0:

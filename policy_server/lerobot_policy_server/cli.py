@@ -62,6 +62,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "%(default)s)",
     )
     parser.add_argument(
+        "--max-peer-failures",
+        type=int,
+        default=_LIMITS.max_peer_failures,
+        help="beyond loopback, an address failing more often than this within "
+        f"{_LIMITS.peer_failure_window_s:g} s (calls refused for the token, connections that make no "
+        "authenticated call within --handshake-timeout or go beyond --max-connections-per-peer) is refused for "
+        "--ban-time (default %(default)s)",
+    )
+    parser.add_argument(
+        "--ban-time",
+        type=float,
+        default=_LIMITS.ban_s,
+        help="how long such an address's connections are refused (s, default %(default)s)",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=_LIMITS.idle_timeout_s,
@@ -86,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     from lerobot_policy_server.service import serve_forever, start_server
 
     try:
-        security = ServerSecurity(read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_client_ca)
+        security = ServerSecurity(
+            read_token(args.token_file), args.tls_cert, args.tls_key, args.tls_client_ca, insecure=args.insecure
+        )
         limits = ServerLimits(
             max_concurrent=args.max_concurrent,
             max_request_bytes=args.max_request_bytes,
@@ -94,19 +111,16 @@ def run(args: argparse.Namespace) -> int:
             max_connections_per_peer=args.max_connections_per_peer,
             idle_timeout_s=args.idle_timeout,
             handshake_timeout_s=args.handshake_timeout,
+            max_peer_failures=args.max_peer_failures,
+            ban_s=args.ban_time,
         )
     except ValueError as err:  # SecurityError included
         print(f"policy-server: error: {err}", file=sys.stderr)
         return 2
     beyond = not is_loopback(args.host)
-    if beyond and not security.authenticates and not args.insecure:
-        tls = " (TLS encrypts, but lets in any client)" if security.tls else ""
-        print(
-            f"policy-server: error: refusing to listen on {args.host} (beyond this machine) without authentication"
-            f"{tls}: give a token (--token-file or ${TOKEN_ENV}) or client certificates (--tls-client-ca), or "
-            "--insecure to let anyone who reaches the port use the policy",
-            file=sys.stderr,
-        )
+    refusal = security.refusal(args.host)
+    if refusal:
+        print(f"policy-server: error: {refusal}", file=sys.stderr)
         return 2
     try:
         policy = load_backend(args.checkpoint, args.backend, args.device, args.seed, args.robot_type)

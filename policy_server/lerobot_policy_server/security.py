@@ -72,12 +72,14 @@ def token_problem(token: str, metadata: Sequence[tuple[str, str | bytes]] | None
 @dataclass(frozen=True)
 class ServerSecurity:
     """What the server asks of callers: `token` (None: none), TLS files (`tls_cert` + `tls_key`; `client_ca`:
-    mutual TLS, clients must present a certificate it signed)."""
+    mutual TLS, clients must present a certificate it signed). Beyond loopback a server needs authentication (a
+    token or client certificates; TLS alone encrypts but lets anyone in) unless `insecure` (`refusal`)."""
 
     token: str | None = None
     tls_cert: str = ""
     tls_key: str = ""
     client_ca: str = ""
+    insecure: bool = False  # may listen beyond loopback without authentication
 
     def __post_init__(self) -> None:
         if self.token is not None and len(self.token) < MIN_TOKEN_CHARS:
@@ -98,6 +100,18 @@ class ServerSecurity:
     def authenticates(self) -> bool:
         """Whether callers must prove who they are: a token, or a client certificate (mutual TLS)."""
         return self.token is not None or bool(self.client_ca)
+
+    def refusal(self, host: str) -> str:
+        """Why a server with this security must not listen on `host` ('' when it may): beyond loopback without
+        authentication, unless `insecure`."""
+        if is_loopback(host) or self.authenticates or self.insecure:
+            return ""
+        tls = " (TLS encrypts, but lets in any client)" if self.tls else ""
+        return (
+            f"refusing to listen on {host} (beyond this machine) without authentication{tls}: give a token "
+            f"(--token-file or ${TOKEN_ENV}) or client certificates (--tls-client-ca), or --insecure to let anyone "
+            "who reaches the port use the policy"
+        )
 
     def missing(self) -> str:
         """What a server beyond loopback lacks ('' when nothing): authentication, then encryption."""

@@ -25,7 +25,7 @@ from lerobot_policy_server import images, protocol
 from lerobot_policy_server.admission import CallPool, Gate, ServerLimits, ServerStats, stats_fields
 from lerobot_policy_server.front import ConnectionFront
 from lerobot_policy_server.protocol import ErrorCode, PolicyInfo, PredictReply, ProtocolError
-from lerobot_policy_server.security import ServerSecurity, is_loopback
+from lerobot_policy_server.security import SecurityError, ServerSecurity, is_loopback
 
 # The client's channel options: frames carry camera images (a few MB), far above gRPC's 4 MB default. The
 # server's are `ServerLimits.grpc_options` (requests sized from the policy's inputs).
@@ -147,12 +147,16 @@ def start_server(
 ) -> tuple[Any, int]:
     """Start serving `policy` on host:port (port 0 = any free port); returns (server, bound port).
 
-    `security`: token and TLS callers must present (default: none); `limits`: `ServerLimits()` by default.
+    `security`: token and TLS callers must present (default: none; beyond loopback `SecurityError` unless it
+    authenticates callers or says `insecure`); `limits`: `ServerLimits()` by default.
     `front` (default: when `host` is beyond loopback): clients connect to a `ConnectionFront` on host:port, which
     bounds connections per client address and in total, and relays them to gRPC on loopback. The server's
     `stop(grace)` stops both.
     """
     security = security or ServerSecurity()
+    refusal = security.refusal(host)
+    if refusal:
+        raise SecurityError(refusal)
     service = PolicyService(policy, limits)
     fronted = not is_loopback(host) if front is None else front
     pool = CallPool(service.limits.max_concurrent)

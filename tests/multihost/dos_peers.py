@@ -7,7 +7,9 @@ line with the codes (OK: a chunk of the policy's shape, all finite; WRONG_REPLY:
 and the server's Stats counts.
 ``attack ADDRESS KIND COUNT SECONDS``: COUNT connections of KIND (`preface`: the HTTP/2 preface and SETTINGS, then
 nothing; `silent`: TCP, nothing sent; `unauthenticated`: callers without the token, COUNT calls in flight at once)
-for SECONDS, reopening what the server closes; prints "attacking" once they are open, "done N" at the end.
+for SECONDS, reopening what the server closes; prints "attacking" once they are open, "done N" at the end. The
+callers' calls wait for a connection (wait_for_ready): each goes out as soon as the server takes one, and a channel
+the server refuses does not spin the attacker on its own CPU (on one machine, a CPU the server shares).
 """
 
 from __future__ import annotations
@@ -81,12 +83,13 @@ def attack(address: str, kind: str, count: int, seconds: float) -> None:
         def caller() -> None:
             while time.monotonic() < end:
                 with contextlib.suppress(grpc.RpcError):
-                    info(protocol.encode_info_request(), timeout=5)
+                    info(protocol.encode_info_request(), timeout=5, wait_for_ready=True)
                 done[0] += 1
 
         threads = [threading.Thread(target=caller, daemon=True) for _ in range(count)]
         for thread in threads:
             thread.start()
+        time.sleep(0.5)  # under way, as the connection attacks below
         print("attacking", flush=True)
         for thread in threads:
             thread.join()

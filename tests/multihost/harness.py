@@ -536,16 +536,14 @@ def _on_cpu(host: str, argv: list[str]) -> list[str]:
 
 def run_attacks(processes: Any, token_file: Path, sizes: Mapping[str, int], calls: int) -> dict[str, dict[str, Any]]:
     """The authorized client's `calls` Predict calls through a policy server with a token (on its own host,
-    beyond loopback: behind its connection front) alone ("idle") and beside each attack of `sizes` from the
-    attacker's host: per run the client's codes, latencies (s) and the server's Stats counts (dos_peers.py).
+    beyond loopback: behind its connection front), alone and beside each attack of `sizes` from the attacker's
+    host, a fresh server per attack (a ban from one attack would hold through the next): per attack, ``idle``
+    and ``attacked``, each the client's codes, latencies (s) and the server's Stats counts (dos_peers.py).
     `processes` is the `lerobot_ros.testing` fixture."""
     token_file.write_text(secrets.token_hex(16))
     results: dict[str, dict[str, Any]] = {}
     with server_and_peers() as hosts:
         try:
-            argv = [sys.executable, str(DOS_PEERS), "server", str(token_file)]
-            server = processes.start(hosts.command("server", _on_cpu("server", argv)), name="server")
-            server.wait_for_output(r"serving \d+", timeout=120)
 
             def client(name: str) -> dict[str, Any]:
                 argv = [sys.executable, str(DOS_PEERS), "client", hosts.server_address["client"], str(token_file)]
@@ -554,14 +552,18 @@ def run_attacks(processes: Any, token_file: Path, sizes: Mapping[str, int], call
                 result: dict[str, Any] = json.loads(run.output().strip().splitlines()[-1])
                 return result
 
-            results["idle"] = client("client_idle")
             for kind, count in sizes.items():
+                argv = [sys.executable, str(DOS_PEERS), "server", str(token_file)]
+                server = processes.start(hosts.command("server", _on_cpu("server", argv)), name=f"server_{kind}")
+                server.wait_for_output(r"serving \d+", timeout=120)
+                idle = client(f"client_idle_{kind}")
                 argv = [sys.executable, str(DOS_PEERS), "attack", hosts.server_address["attacker"], kind, str(count)]
                 attacker = processes.start(hosts.command("attacker", _on_cpu("attacker", [*argv, "600"])),
                                            name=f"attack_{kind}")  # fmt: skip
                 attacker.wait_for_output("attacking", timeout=120)
-                results[kind] = client(f"client_{kind}")
+                results[kind] = {"idle": idle, "attacked": client(f"client_{kind}")}
                 attacker.stop()
+                server.stop()
         finally:
             processes.stop_all()  # before the namespaces go
     return results

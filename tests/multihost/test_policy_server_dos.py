@@ -3,12 +3,12 @@
 Hostile round 4 (server with a token on a network-namespace address): 20 connections sending only the HTTP/2
 preface locked the authorized client out for as long as they stayed; 20 silent TCP connections locked it out
 for ~10 s; callers without the token took the 8 call slots (191 OK calls in 10 s became 44 OK + 9
-RESOURCE_EXHAUSTED). Here (harness.run_attacks: server, client and attacker namespaces, the client and the
-attacker on links of their own; the attacker on a CPU of its own, as another host) the authorized client makes
-its calls alone, then beside each attack; every call must succeed and the p99 latency stay within twice the p99
-alone. The policy's inference takes 20 ms (a sleep, as a GPU-bound model leaves the CPU). The default run holds
-20 connections / 8 callers for a few seconds; tests/reliability/test_denial_of_service.py holds 200 / 32 in
-`make reliability` and records the figures in the reliability table.
+RESOURCE_EXHAUSTED). Here (harness.run_attacks: server, client and attacker namespaces, a server per attack, the
+client and the attacker on links of their own; the attacker on a CPU of its own, as another host) the authorized
+client makes its calls alone, then beside the attack; every call must succeed and the p99 latency stay within
+twice the p99 alone. The policy's inference takes 20 ms (a sleep, as a GPU-bound model leaves the CPU). The
+default run holds 20 connections / 8 callers for a few seconds; tests/reliability/test_denial_of_service.py
+holds 200 / 32 in `make reliability` and records the figures in the reliability table.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ CALLS = 60
 
 @pytest.mark.parametrize("kind", sorted(DOS_QUICK))
 def test_an_authorized_client_is_served_beside_the_attack(tmp_path, processes, kind: str) -> None:
-    results = run_attacks(processes, tmp_path / "token", {kind: DOS_QUICK[kind]}, CALLS)
-    idle, attacked = p99(results["idle"]["latencies"]), p99(results[kind]["latencies"])
-    figures = {name: (result["codes"], round(p99(result["latencies"]) * 1000, 1)) for name, result in results.items()}
-    for result in results.values():
-        assert result["codes"] == {"OK": CALLS}, figures
+    result = run_attacks(processes, tmp_path / "token", {kind: DOS_QUICK[kind]}, CALLS)[kind]
+    idle, attacked = p99(result["idle"]["latencies"]), p99(result["attacked"]["latencies"])
+    figures = {name: (run["codes"], round(p99(run["latencies"]) * 1000, 1)) for name, run in result.items()}
+    for run in result.values():
+        assert run["codes"] == {"OK": CALLS}, figures
     assert attacked <= 2 * idle, figures
-    counts = results[kind]["counts"]
+    counts = result["attacked"]["counts"]
+    # The attacker's address is banned: round 4's flood cost the server ~0.7 s of CPU a second (9,078 calls
+    # refused in 4 s), silent connections beyond the limit came back ~4,000 times a second.
+    assert counts["banned_peers"] == 1 and counts["refused_busy"] == 0, counts
     if kind == "unauthenticated":
-        # Round 4's flood cost the server ~0.7 s of CPU a second (9,078 calls refused in 4 s): the attacker's
-        # address is banned after a few, and its connections refused at accept from then on.
-        assert counts["banned_peers"] == 1 and counts["refused_busy"] == 0, counts
-        assert 0 < counts["refused_unauthenticated"] < 10 * ServerLimits().max_auth_failures, counts
+        assert 0 < counts["refused_unauthenticated"] < 10 * ServerLimits().max_peer_failures, counts
     else:
-        assert counts["refused_connections"] > 0 and counts["banned_peers"] == 0, counts
+        assert counts["refused_connections"] > 0, counts

@@ -91,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     camera = tuple(int(n) for n in args.camera.split("x")) if args.camera else None
     policy = SinePolicy(args.action_dim, args.horizon, args.fps, args.fault, camera)  # type: ignore[arg-type]
-    security = ServerSecurity(read_token(args.token_file)) if args.token_file else None
+    security = ServerSecurity(read_token(args.token_file)) if args.token_file else ServerSecurity(insecure=True)
     server, port = start_server(policy, args.host, args.port, security)
     print(f"serving on {port}", flush=True)
     serve_forever(server, grace_s=0.2)
