@@ -53,6 +53,7 @@ test-lerobot-044:
 		tests/lerobot_recorder/dataset/test_dataset_lerobot_compat.py \
 		tests/lerobot_training/test_training_lerobot_reference.py::test_lerobot_trained_act_checkpoint_loads_and_matches_lerobots_prediction \
 		"tests/lerobot_training/test_training_lerobot_reference.py::test_lerobot_runs_a_checkpoint_trained_here_and_predicts_our_chunks[act]" \
+		tests/lerobot_training/test_training_relative_actions.py::test_lerobot_0_4_refuses_a_relative_checkpoint_instead_of_running_offsets_as_targets \
 		tests/lerobot_plugins/test_lerobot_scripts.py::test_record_then_replay
 
 # The packages installed non-editable into a scratch venv (~40 s): contracts, robot configs and launch files come

@@ -265,10 +265,12 @@ def test_lerobot_0_4_refuses_a_relative_checkpoint_instead_of_running_offsets_as
 ) -> None:
     import subprocess
 
-    from lerobot_ros.testing import reference_env, reference_has, reference_python
+    from lerobot_ros.testing import reference_env, reference_has, reference_lerobot_version, reference_python
 
     if not reference_has("draccus"):
         pytest.skip("needs .venv-lerobot-ref (scripts/setup.sh --with-lerobot-reference) and its ACT extras")
+    if reference_lerobot_version() >= (0, 5):
+        pytest.skip("LeRobot 0.4's refusal: the reference venv holds a newer LeRobot (make test-lerobot-044 runs it)")
     directory = relative_run()[1]
     script = (
         "import sys\nfrom lerobot.policies.factory import get_policy_class, make_pre_post_processors\n"

@@ -113,6 +113,15 @@ def reference_has(package: str) -> bool:
     return any((place / package).is_dir() or (place / f"{package}.py").is_file() for place in places)
 
 
+def reference_lerobot_version() -> tuple[int, ...]:
+    """The reference venv's LeRobot release, e.g. (0, 6, 1), from its distribution metadata; () without one."""
+    for info in reference_venv().glob("lib/python3.*/site-packages/lerobot-*.dist-info"):
+        return tuple(
+            int(part) for part in info.name.removesuffix(".dist-info").split("-")[1].split(".") if part.isdigit()
+        )
+    return ()
+
+
 def reference_env(workdir: Path | None) -> dict[str, str]:
     """The environment of a reference-venv process: the training extras on PYTHONPATH, offline, one thread;
     with `workdir`, the Hugging Face caches under it."""
