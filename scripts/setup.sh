@@ -154,8 +154,8 @@ fi
 
 step "project packages (editable)"
 PACKAGES=(ros_ws/src/lerobot_ros ros_ws/src/lerobot_contract ros_ws/src/lerobot_dataset ros_ws/src/lerobot_drivers
-          ros_ws/src/lerobot_policy_node ros_ws/src/lerobot_bags ros_ws/src/lerobot_recorder training sim_bridge
-          ros_ws/src/lerobot_eval)
+          ros_ws/src/lerobot_policy_node ros_ws/src/lerobot_bags ros_ws/src/lerobot_recorder training policy_server
+          sim_bridge ros_ws/src/lerobot_eval)
 pkg_inputs=()
 for p in "${PACKAGES[@]}"; do
   for f in setup.cfg setup.py pyproject.toml package.xml resource launch config; do
@@ -166,23 +166,13 @@ pkgs_hash=$(inputs_hash "${pkg_inputs[@]}")
 if ! is_current packages "$pkgs_hash"; then
   editable=()
   for p in "${PACKAGES[@]}"; do editable+=(-e "$ROOT/$p"); done
-  # The sim bridge's distribution was called lerobot-ros-sim-bridge before it became an ament package
-  # (uninstalled first: both write the same bin/ scripts).
-  if "$PY" -m pip show -q lerobot-ros-sim-bridge >/dev/null 2>&1; then
-    "$PY" -m pip uninstall -q -y lerobot-ros-sim-bridge
-  fi
+  # Distributions renamed when their folders became ament packages (uninstalled first: they write the same bin/
+  # scripts and import names).
+  for old_name in lerobot-ros-sim-bridge lerobot-ros-training; do
+    if "$PY" -m pip show -q "$old_name" >/dev/null 2>&1; then "$PY" -m pip uninstall -q -y "$old_name"; fi
+  done
   pip_install --no-deps --no-build-isolation "${editable[@]}"
   mark packages "$pkgs_hash"
-else
-  echo "    up to date"
-fi
-
-step "policy server package (editable)"
-# Pure Python (numpy + grpcio), no ament package: it also installs alone into LeRobot's own environment.
-server_hash=$(inputs_hash policy_server/pyproject.toml)
-if ! is_current policy_server "$server_hash" || ! "$PY" -c 'import lerobot_policy_server' 2>/dev/null; then
-  pip_install --no-deps --no-build-isolation -e "$ROOT/policy_server"
-  mark policy_server "$server_hash"
 else
   echo "    up to date"
 fi
