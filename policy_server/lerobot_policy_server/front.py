@@ -7,8 +7,9 @@ and nothing else held every place and locked the real client out. gRPC's Python 
 included), to the gRPC server listening on loopback. It keeps:
 
 * per client address at most `max_connections_per_peer`: beyond, a new connection is closed at once (before
-  gRPC sees it). In all at most `max_connections`: beyond, a new connection takes the place of the oldest one
-  that has not carried an authenticated call; when every one has, the new connection is closed. Authenticated
+  gRPC sees it). In all at most `max_connections`: beyond, a new connection takes the place of one that has
+  not carried an authenticated call (`_victim`: one that has sent nothing first, then the address holding the
+  most, then the oldest); when every one has, the new connection is closed. Authenticated
   connections are never closed to make room, so connections from many addresses that never call cannot crowd
   out the client that does.
 * a connection that has carried no authenticated call `handshake_timeout_s` after it was accepted is closed.
@@ -74,6 +75,8 @@ class _Connection:
     client: asyncio.StreamWriter | None = None
     upstream: asyncio.StreamWriter | None = None
     authorized: bool = False
+    spoke: bool = False  # the client has sent bytes
+    streaming: bool = False  # asyncio holds `sock` (its transport is being made): only the transport may close it
     closed: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -82,8 +85,8 @@ class _Connection:
         if self.closed:
             return
         self.closed = True
-        if self.client is None:
-            _reset(self.sock)
+        if not self.streaming:
+            _reset(self.sock)  # (closed under a transport, its number could be reused and read by the old one)
         for writer in (self.client, self.upstream):
             if writer is not None:
                 writer.transport.abort()
@@ -185,7 +188,7 @@ class ConnectionFront:
                 _reset(sock)
                 continue
             sock.setblocking(False)
-            connection = _Connection(peer, time.monotonic(), sock)
+            connection = _Connection(peer, time.monotonic(), sock, spoke=_has_bytes(sock))
             self._connections.append(connection)
             self.stats.count("connections")
             connection.tasks.append(self._loop.create_task(self._serve(connection)))
@@ -201,12 +204,23 @@ class ConnectionFront:
             return False  # refused at once: cheaper than any connection the peer churns through
         if len(self._connections) < self.limits.max_connections:
             return True
-        oldest = next((c for c in self._connections if not c.authorized), None)
-        if oldest is None:
+        victim = self._victim()
+        if victim is None:
             return False
         self.stats.count("evicted_connections")
-        self._forget(oldest)
+        self._forget(victim)
         return True
+
+    def _victim(self) -> _Connection | None:
+        """The connection that gives way to a new one: never an authenticated one; first one that has sent
+        nothing, then one of the address holding the most, then the oldest. A client that has just connected
+        and sent its call is not pushed out by a flood of silent connections from many addresses (round 4:
+        10,000 of them), nor by one address's."""
+        held = collections.Counter(c.peer for c in self._connections)
+        candidates = [c for c in self._connections if not c.authorized]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda c: (not c.spoke, held[c.peer]))  # the first of equals: the oldest
 
     def _forget(self, connection: _Connection) -> None:
         connection.close()
@@ -260,6 +274,9 @@ class ConnectionFront:
         timer = self._loop.call_later(self.limits.handshake_timeout_s, self._check_handshake, connection)
         upstream_port = None
         try:
+            if connection.closed:  # evicted before this task ran
+                return
+            connection.streaming = True
             reader, writer = await asyncio.open_connection(sock=connection.sock, limit=_CHUNK)
             connection.client = writer
             if connection.closed:  # evicted meanwhile
@@ -268,6 +285,7 @@ class ConnectionFront:
             first = await reader.read(_CHUNK)  # a connection that sends nothing costs gRPC nothing
             if not first or connection.closed:
                 return
+            connection.spoke = True
             up_reader, up_writer = await asyncio.open_connection(LOOPBACK, self.upstream_port)
             up_writer.write(first)
             connection.upstream = up_writer
@@ -306,6 +324,14 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _has_bytes(sock: socket.socket) -> bool:
+    """Whether the client has sent something already (a gRPC client sends its preface and call at once)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except OSError:  # nothing yet (BlockingIOError), or reset
+        return False
 
 
 def _ipv4(address: str) -> bool:

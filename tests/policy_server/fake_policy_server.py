@@ -88,11 +88,12 @@ def main() -> int:
     parser.add_argument("--camera", default="", help="HxW: also take a camera image of this size")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--token-file", default="", help="callers must send the token this file holds")
+    parser.add_argument("--front", action="store_true", help="behind the connection front, on loopback too")
     args = parser.parse_args()
     camera = tuple(int(n) for n in args.camera.split("x")) if args.camera else None
     policy = SinePolicy(args.action_dim, args.horizon, args.fps, args.fault, camera)  # type: ignore[arg-type]
     security = ServerSecurity(read_token(args.token_file)) if args.token_file else ServerSecurity(insecure=True)
-    server, port = start_server(policy, args.host, args.port, security)
+    server, port = start_server(policy, args.host, args.port, security, front=True if args.front else None)
     print(f"serving on {port}", flush=True)
     serve_forever(server, grace_s=0.2)
     return 0

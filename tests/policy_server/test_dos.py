@@ -7,6 +7,8 @@ the counts at scale are the `policy_server_dos` rows of the reliability suite.
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import subprocess
 import sys
@@ -271,3 +273,43 @@ def test_the_python_api_refuses_tls_without_authentication_beyond_loopback(host:
     assert "TLS encrypts, but lets in any client" in ServerSecurity(tls_cert="c", tls_key="k").refusal(host)
     assert ServerSecurity(token=TOKEN).refusal(host) == ServerSecurity(insecure=True).refusal(host) == ""
     assert ServerSecurity(tls_cert="c", tls_key="k").refusal("127.0.0.1") == ""
+
+
+def idle_connection_count() -> int:
+    """How many idle connections this process may open beside what it holds: up to 10,000 (hostile round 4),
+    fewer where the file descriptor limit is lower."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(0, min(10_000, soft // 2 - 256))
+
+
+@pytest.mark.skipif(idle_connection_count() < 1000, reason="needs a file descriptor limit of 2,512 or more")
+def test_thousands_of_idle_connections_from_many_addresses_do_not_lock_out_the_client(tmp_path: Path) -> None:
+    """Round 4: 10,000 idle TCP connections held the server's places, and its file descriptors, while they stayed
+    open. Here they come from 2,500 loopback addresses (4 each, within the per-address limit) and stay open on
+    this side; the server, in a process of its own, must serve the client on 127.0.0.1 meanwhile and hold no more
+    than its `max_connections`."""
+    (tmp_path / "token").write_text(TOKEN)
+    script = Path(__file__).resolve().parent / "fake_policy_server.py"
+    server = subprocess.Popen([sys.executable, str(script), "--front", "--token-file", str(tmp_path / "token")],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    idle: list[socket.socket] = []
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[-1])
+        fds_before = len(os.listdir(f"/proc/{server.pid}/fd"))
+        for index in range(idle_connection_count()):
+            address = f"127.0.{1 + index // 4 // 250}.{1 + index // 4 % 250}"
+            if address == "127.0.1.1":
+                address = "127.0.11.1"  # not the client's address
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(address, 0)))
+        counts = authorized_calls(port, 5)
+        fds_during = len(os.listdir(f"/proc/{server.pid}/fd"))
+    finally:
+        for sock in idle:
+            sock.close()
+        server.terminate()
+        server.wait(30)
+    assert counts["connections"] == len(idle) + 1  # each was accepted (none refused: 4 per address)...
+    closed = counts["evicted_connections"] + counts["closed_before_a_call"]
+    assert closed >= len(idle) - ServerLimits().max_connections, counts  # ...and all but the last 16 closed
+    assert fds_during - fds_before <= 2 * ServerLimits().max_connections + 2, (fds_before, fds_during)
