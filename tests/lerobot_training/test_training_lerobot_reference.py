@@ -44,8 +44,10 @@ TINY_LEROBOT_ACT = [
     "--policy.dim_feedforward=128", "--policy.n_encoder_layers=2", "--policy.n_vae_encoder_layers=1",
     "--policy.chunk_size=5", "--policy.n_action_steps=5", "--policy.latent_dim=8",
 ]  # fmt: skip
+# LeRobot 0.6 changed diffusion's defaults (ImageNet ResNet-18 weights, batch norm): 0.4.4's are given.
 TINY_LEROBOT_DIFFUSION = [
-    "--policy.type=diffusion", "--policy.down_dims=[16, 32]", "--policy.n_groups=4", "--policy.kernel_size=3",
+    "--policy.type=diffusion", "--policy.pretrained_backbone_weights=null", "--policy.use_group_norm=true",
+    "--policy.down_dims=[16, 32]", "--policy.n_groups=4", "--policy.kernel_size=3",
     "--policy.diffusion_step_embed_dim=16", "--policy.spatial_softmax_num_keypoints=4", "--policy.horizon=8",
     "--policy.n_action_steps=4", "--policy.num_train_timesteps=20",
 ]  # fmt: skip

@@ -1,7 +1,7 @@
-"""The policy server running in LeRobot 0.4.4's own environment serves LeRobot-trained checkpoints (ACT,
-diffusion) through LeRobot's classes and processors; its chunks equal LeRobot's in-process prediction
-(tests/lerobot_training/lerobot_predict.py, same seed for diffusion) within 1e-5. A type that environment's
-LeRobot lacks is one line naming the type.
+"""The policy server running in LeRobot's own environment (the reference venv: 0.6.1, or 0.4.4's) serves
+LeRobot-trained checkpoints (ACT, diffusion) through LeRobot's classes and processors; its chunks equal LeRobot's
+in-process prediction (tests/lerobot_training/lerobot_predict.py, same seed for diffusion) within 1e-5. A type that
+environment's LeRobot lacks is one line naming the type.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from reference import (
 )
 
 from lerobot_policy_server.client import PolicyClient
+from lerobot_ros.testing import reference_lerobot_version
+
+LEROBOT = ".".join(str(part) for part in reference_lerobot_version())  # the reference venv's release, e.g. 0.6.1
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow, needs_reference_server]
 
@@ -86,7 +89,7 @@ def test_served_lerobot_checkpoint_predicts_lerobots_chunks(
             info = client.info()
             assert (info.policy_type, info.backend, info.name) == (policy_type, "lerobot", checkpoint.name)
             assert info.versions == {}  # versions are the server's log's (below), not every caller's
-            assert "lerobot 0.4.4" in server.output()
+            assert f"lerobot {LEROBOT}" in server.output()
             assert {s.key: (s.shape, s.dtype) for s in info.inputs} == {
                 "observation.state": ((6,), "float32"),
                 "observation.environment_state": ((6,), "float32"),
@@ -152,5 +155,5 @@ def test_a_type_the_servers_lerobot_lacks_is_one_line_naming_it(tmp_path: Path, 
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"policy-server: error: policy type {policy_type!r}"), result.stderr
-    assert "not available in LeRobot 0.4.4 here" in last and why in last
+    assert f"not available in LeRobot {LEROBOT} here" in last and why in last
     assert "lerobot>=0.5" in last
