@@ -37,20 +37,27 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "==> scratch clone of $(git -C "$ROOT" rev-parse --short HEAD) into $WORK/repo"
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)
+echo "==> scratch clone of $COMMIT into $WORK/repo"
 rm -rf "$WORK/repo"
 git clone --quiet --no-hardlinks "$ROOT" "$WORK/repo"
 
-# A user's pip: no machine configuration, no local wheel folders, an empty cache (so the downloads are counted).
+# A user's pip: no machine configuration, no local wheel folders, an empty cache.
 user_env=(env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CONSTRAINT -u PIP_NO_INDEX
           PIP_CONFIG_FILE=/dev/null PIP_CACHE_DIR="$WORK/pip-cache" PYTHON="$PYTHON_ARG")
 
 echo "==> setup from plain PyPI with $PYTHON_ARG"
+# Bytes this machine received during the setup (every interface but loopback): what was downloaded, plus whatever
+# else ran at the same time.
+received_bytes() { awk -F'[: ]+' 'NR > 2 && $2 != "lo" {sum += $3} END {printf "%.0f", sum}' /proc/net/dev; }
+rx_before=$(received_bytes)
 start=$(date +%s)
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 "${user_env[@]}" bash "$WORK/repo/scripts/setup.sh" 2>&1 | tee "$WORK/setup.log"
 setup_s=$(($(date +%s) - start))
+load_after=$(cut -d' ' -f1 /proc/loadavg)
+download_mb=$((($(received_bytes) - rx_before) / 1000000))
 venv_mb=$(du -sm "$WORK/repo/.venv" | cut -f1)
-download_mb=$(du -sm "$WORK/pip-cache" 2>/dev/null | cut -f1 || echo 0)
 torch_version=$("$WORK/repo/.venv/bin/python" -c 'import torch; print(torch.__version__)')
 
 echo "==> quick demo (make demo with one demonstration, 4 training steps, one 1 s evaluation episode)"
@@ -65,9 +72,10 @@ if [[ ! -f $report && $demo_rc == 0 ]]; then demo_rc=1; fi
 "$WORK/repo/.venv/bin/python" - "$WORK/user-install.json" <<EOF
 import json, platform, sys
 result = {
-    "commit": "$(git -C "$ROOT" rev-parse --short HEAD)", "python": "$("$PYTHON_ARG" -c 'import platform; print(platform.python_version())')",
+    "commit": "$COMMIT", "python": "$("$PYTHON_ARG" -c 'import platform; print(platform.python_version())')",
     "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores", "torch": "$torch_version",
-    "setup_s": $setup_s, "venv_mb": $venv_mb, "downloaded_mb": $download_mb,
+    "setup_s": $setup_s, "load_1min_before_after_setup": [$load_before, $load_after], "venv_mb": $venv_mb,
+    "received_mb_during_setup": $download_mb,
     "demo_exit_code": $demo_rc, "demo_s": $demo_s, "report": "$report",
 }
 json.dump(result, open(sys.argv[1], "w"), indent=2)
@@ -78,4 +86,4 @@ if [[ $demo_rc != 0 ]]; then
   KEEP=1
   exit 1
 fi
-echo "test-user-install: setup ${setup_s} s (${download_mb} MB downloaded, venv ${venv_mb} MB, torch $torch_version), quick demo ${demo_s} s: ok"
+echo "test-user-install: setup ${setup_s} s (${download_mb} MB received, venv ${venv_mb} MB, torch $torch_version), quick demo ${demo_s} s: ok"
