@@ -139,6 +139,8 @@ class ConnectionFront:
         if not self._thread.is_alive():
             if self._listener is not None:
                 self._listener.close()
+            if not self._thread.ident:  # never started: its loop never ran
+                self._loop.close()
             return
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5.0)

@@ -313,3 +313,9 @@ def test_thousands_of_idle_connections_from_many_addresses_do_not_lock_out_the_c
     closed = counts["evicted_connections"] + counts["closed_before_a_call"]
     assert closed >= len(idle) - ServerLimits().max_connections, counts  # ...and all but the last 16 closed
     assert fds_during - fds_before <= 2 * ServerLimits().max_connections + 2, (fds_before, fds_during)
+
+
+def test_the_cli_takes_the_ban_options_and_refuses_a_zero_ban_in_one_line(tmp_path: Path) -> None:
+    result = cli(tmp_path, "--max-peer-failures", "3", "--ban-time", "0")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "ban_s must be > 0 s" in result.stderr, result.stderr
