@@ -1,6 +1,6 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
 .PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full \
-	test-plugins test-lerobot-044 test-user-install
+	test-plugins test-lerobot-044 test-user-install test-extended
 
 setup:
 	bash scripts/setup.sh
@@ -60,6 +60,10 @@ test-lerobot-044:
 # from the installed share/, not from this checkout.
 test-install:
 	LEROBOT_ROS_INSTALL_TEST=1 .venv/bin/python -m pytest tests/ros_ws/test_non_editable_install.py -q $(ARGS)
+
+# Longer variants of what `make test` proves with quicker tests (fleet conversion faults, replays, more robots...).
+test-extended:
+	LEROBOT_ROS_EXTENDED=1 .venv/bin/python -m pytest -m extended -q $(ARGS)
 
 # The tiny demo end to end with every stage resumed (five demo runs, 2-8 min; the default run has a quick one).
 test-demo:

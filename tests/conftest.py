@@ -1,7 +1,8 @@
-"""Test-suite wide setup: the ROS graph harness (fixtures `ros_domain`, `ros_env`, `processes`, `ros_node`), and the
-opt-in marker `demo_e2e` (the tiny demo end to end, minutes): skipped unless the run selects it with
-``-m demo_e2e`` or sets ``LEROBOT_ROS_DEMO_E2E=1`` (`make test-demo`); and, at the end of a run, the skipped tests
-grouped by reason, each group with the command that runs it."""
+"""Test-suite wide setup: the ROS graph harness (fixtures `ros_domain`, `ros_env`, `processes`, `ros_node`), the
+opt-in markers `demo_e2e` (the tiny demo end to end, minutes; `make test-demo`) and `extended` (longer variants of
+behaviour the default run proves with a quicker test; `make test-extended`), each skipped unless the run selects it
+with ``-m MARKER`` or sets its variable; and, at the end of a run, the skipped tests grouped by reason, each group
+with the command that runs it."""
 
 import os
 from pathlib import Path
@@ -14,13 +15,26 @@ pytest_plugins = ["lerobot_ros.testing"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+OPT_IN = {  # marker: (the variable that selects it, the reason it skips otherwise)
+    "demo_e2e": (
+        "LEROBOT_ROS_DEMO_E2E",
+        "the tiny demo end to end (2-8 min): run `make test-demo` (or pytest -m demo_e2e)",
+    ),
+    "extended": (
+        "LEROBOT_ROS_EXTENDED",
+        "a longer variant of what the default run proves: run `make test-extended` (or pytest -m extended)",
+    ),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("LEROBOT_ROS_DEMO_E2E") == "1" or "demo_e2e" in (config.option.markexpr or ""):
-        return
-    skip = pytest.mark.skip(reason="the tiny demo end to end (2-8 min): run `make test-demo` (or pytest -m demo_e2e)")
-    for item in items:
-        if item.get_closest_marker("demo_e2e") is not None:
-            item.add_marker(skip)
+    for marker, (variable, reason) in OPT_IN.items():
+        if os.environ.get(variable) == "1" or marker in (config.option.markexpr or ""):
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -13,6 +13,7 @@ ENABLE_ALL = "make test-full"
 _SETUP_REFERENCE = "scripts/setup.sh --with-lerobot-reference"
 _BY_MARKER = {
     "demo_e2e": "make test-demo",
+    "extended": "make test-extended",
     "browser": "make test-browser (Chromium: scripts/setup.sh --with-browser)",
     "reliability": "make reliability",
     "install": "make test-install",
