@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from lerobot_eval.failure_causes import DiagnosticsLog, classify, diagnostics_source, episode_signals
+from lerobot_ros.bounded_yaml import load_yaml
 from lerobot_ros.command import CommandError
 
 ROBOT_CONFIG = "config/robots/so101_sim.yaml"
@@ -62,7 +63,7 @@ def node_argv(executable: str, namespace: str, remaps: list[str], parameters: di
 
 def robots_config(source: Path, robots: list[str], path: Path) -> Path:
     """The sim's robot configuration (one `/follower/action_executor` section) with a section per robot's executor."""
-    sections = yaml.safe_load(source.read_text()) or {}
+    sections = load_yaml(source.read_text()) or {}
     section = next((v for k, v in sections.items() if str(k).endswith("/action_executor")), None)
     if section is None:
         raise CommandError(f"{source} has no action_executor section to give each robot's executor")
