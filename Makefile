@@ -1,6 +1,6 @@
 # The README's two commands are `make demo` (the main job) and `make test`.
 .PHONY: setup test demo lint bench lock clean-shm reliability test-browser test-demo test-install docs test-full \
-	test-plugins test-lerobot-044 test-user-install test-extended
+	test-plugins test-lerobot test-lerobot-044 test-user-install test-extended
 
 setup:
 	bash scripts/setup.sh
@@ -42,6 +42,13 @@ test-browser:
 test-plugins:
 	bash scripts/setup.sh --with-lerobot-plugins
 	.venv/bin/python -m pytest tests/lerobot_plugins -q $(ARGS)
+
+# Compatibility with the current LeRobot (0.6.1 on Python 3.12, in .venv-lerobot-ref, set up first with the plugins):
+# datasets and checkpoints both ways, the policy server in LeRobot's environment, LeRobot's own lerobot-record,
+# -teleoperate, -replay and async robot_client driving ROS robots through the plugins (every `reference` test).
+test-lerobot:
+	bash scripts/setup.sh --with-lerobot-plugins
+	.venv/bin/python -m pytest -q -m reference $(ARGS)
 
 # The older LeRobot the project stays compatible with, LeRobot 0.4.4 on Python 3.11 (the reference tests run 0.6.1):
 # datasets both ways, ACT checkpoints both ways, lerobot-record/-replay through the plugins (sets up

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import pytest
 
 ENABLE_ALL = "make test-full"
-_SETUP_REFERENCE = "scripts/setup.sh --with-lerobot-reference"
+_SETUP_REFERENCE = "make test-lerobot (LeRobot 0.6.1's environment with the plugins; make test-lerobot-044 for 0.4.4)"
 _BY_MARKER = {
     "demo_e2e": "make test-demo",
     "extended": "make test-extended",
@@ -23,7 +23,7 @@ _BY_MARKER = {
 }
 _BY_REASON = [
     (re.compile(r"LEROBOT_ROS_PARALLEL_EVAL"), _BY_MARKER["parallel_eval"]),
-    (re.compile(r"--with-lerobot-plugins"), "scripts/setup.sh --with-lerobot-plugins"),
+    (re.compile(r"--with-lerobot-plugins"), _SETUP_REFERENCE),
     (re.compile(r"lerobot-ref|lerobot-reference|LeRobot reference"), _SETUP_REFERENCE),
     (re.compile(r"chromium", re.IGNORECASE), _BY_MARKER["browser"]),
     (

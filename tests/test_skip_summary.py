@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
             "the LeRobot reference venv (.venv-lerobot-ref) is absent; build it with scripts/setup.sh "
             "--with-lerobot-reference",
             {"reference"},
-            "scripts/setup.sh --with-lerobot-reference",
+            "make test-lerobot",
         ),
         ("Debian's chromium is not installed (scripts/setup.sh --with-browser)", {"browser"}, "make test-browser"),
         ("headless-browser test: run `make test-browser` (or pytest -m browser)", {"browser"}, "make test-browser"),
