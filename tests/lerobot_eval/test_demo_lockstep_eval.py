@@ -41,6 +41,7 @@ def _demo_checkpoint(layout: DemoLayout) -> None:
     save_policy(layout.checkpoint, ACTPolicy(config, stats), fps=30, contract=contract, extra={"step": 20})
 
 
+@pytest.mark.extended  # test_parallel_eval.py proves the lockstep episodes equal the serial ones
 def test_demo_eval_on_two_envs_writes_the_rows_the_report_shows(tmp_path: Path) -> None:
     layout = DemoLayout(tmp_path / "demo")
     _demo_checkpoint(layout)

@@ -146,7 +146,7 @@ def test_replay_on_the_fake_hardware_arm(processes: Any, ros_node: Any, tmp_path
 
 
 @pytest.mark.ros
-@pytest.mark.slow
+@pytest.mark.extended
 def test_replay_on_the_sim_bridge(processes: Any, ros_node: Any, tmp_path: Path) -> None:
     processes.start(
         [venv_script("lerobot-ros"), "launch", "--log-dir", str(tmp_path / "sim_logs"),

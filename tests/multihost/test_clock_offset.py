@@ -103,7 +103,7 @@ def start_policy(processes, ros_env, contract: str, offset_s: float, *extra: str
     return processes.start(argv, name="policy", env={**ros_env, CLOCK_OFFSET_ENV: str(offset_s)})
 
 
-@pytest.mark.parametrize("offset_s", [0.5, -0.5])
+@pytest.mark.parametrize("offset_s", [0.5, pytest.param(-0.5, marks=pytest.mark.extended)])
 def test_policy_host_clock_offset_is_estimated_and_chunks_carry_robot_stamps(
     tmp_path, processes, ros_env, ros_node, offset_s
 ):

@@ -343,7 +343,11 @@ def test_koch_leader_publishes_hand_motion_with_only_the_gripper_torqued(arm_rig
         ({"model_numbers": {5: 2825}}, "'wrist_roll' at id 5 reports model number 2825 .* expected 777 .sts3215."),
         ({"models": {"elbow_flex": "xl330-m077"}, "robot": "koch_follower"}, "reports model number 1190"),
         ({"remove_ids": (6,)}, "'gripper' .id 6, sts3215. does not answer"),
-        ({"extra": ("-p", "baudrate:=500000")}, "at 500000 baud, but motors answer at 1000000 baud"),
+        pytest.param(  # the bus-level test of the same refusal: test_buses_on_fake.py
+            {"extra": ("-p", "baudrate:=500000")},
+            "at 500000 baud, but motors answer at 1000000 baud",
+            marks=pytest.mark.extended,
+        ),
         ({"file_changes": {"elbow_flex": {"range_max": 5000}}}, "elbow_flex: range 1024..5000, expected"),
         ({"cal_subpath": "calibration/robots/koch_follower/arm.json"}, "calibration of a koch_follower"),
         ({"extra": ("-p", "port:=/dev/ttyNOPE")}, "cannot open /dev/ttyNOPE"),

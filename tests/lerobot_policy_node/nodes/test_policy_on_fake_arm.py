@@ -183,7 +183,7 @@ def command_speeds(commands: list) -> np.ndarray:
     return steps / np.maximum(np.diff(stamps), 1e-3)
 
 
-@pytest.mark.parametrize(("factor", "workers"), [(0.2, 1), (0.8, 4)])
+@pytest.mark.parametrize(("factor", "workers"), [(0.2, 1), pytest.param(0.8, 4, marks=pytest.mark.extended)])
 def test_commands_at_the_driver_are_continuous_and_never_starve(rig, ros_node, factor, workers):
     probe = Probe(ros_node)
     rig(factor, workers=workers)

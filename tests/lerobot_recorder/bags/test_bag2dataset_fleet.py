@@ -139,7 +139,7 @@ def _sigint_ignored() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("sigint", ["default", "ignored"])
+@pytest.mark.parametrize("sigint", ["default", pytest.param("ignored", marks=pytest.mark.extended)])
 def test_worker_killed_mid_shard_is_reported_and_the_rerun_completes(
     make_bag: MakeBag, tmp_path: Path, sigint: str
 ) -> None:
