@@ -404,6 +404,14 @@ def test_lerobot_checkpoint_with_an_unsupported_preprocessing_field_is_named(tmp
         load_policy(directory)
 
 
+def test_lerobot_checkpoint_with_lerobot_06_training_only_fields_loads(tmp_path: Path) -> None:
+    """LeRobot 0.6 writes `gradient_checkpointing` (diffusion's UNet blocks recomputed during training): a training
+    setting, ignored like the optimiser's."""
+    directory = build_lerobot_checkpoint(tmp_path / "pretrained_model")
+    _edit_config(directory, gradient_checkpointing=True)
+    assert load_policy(directory).source == "lerobot"
+
+
 def test_pretrained_backbone_weights_load_from_a_local_file(tmp_path: Path) -> None:
     shapes = lerobot_act_tensor_shapes(SMALL, 6, 6)
     generator = torch.Generator().manual_seed(3)

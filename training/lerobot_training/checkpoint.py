@@ -62,10 +62,12 @@ MAX_CAMERA_SIDE = 4096
 """Largest camera height or width a checkpoint may declare (a 4K camera fits): the policy is built for, and every
 picture resized to, the declared size, so a config.json saying 100000x100000 would allocate tens of GB."""
 
-# LeRobot config fields that only concern its optimiser/scheduler/data loading/compilation.
+# LeRobot config fields that only concern its optimiser/scheduler/data loading/compilation (gradient_checkpointing:
+# LeRobot 0.6's diffusion recomputes its UNet blocks in the backward pass).
 LEROBOT_TRAINING_FIELDS = frozenset(
     {
         "drop_n_last_frames",
+        "gradient_checkpointing",
         "optimizer_betas",
         "optimizer_eps",
         "scheduler_name",
