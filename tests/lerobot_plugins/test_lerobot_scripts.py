@@ -1,7 +1,7 @@
-"""LeRobot 0.4.4's own scripts drive the fake-hardware SO-101 through the plugins (`--robot.type=ros`,
-`--teleop.type=ros`), in LeRobot's environment (.venv-lerobot-ref with the plugins: scripts/setup.sh
---with-lerobot-plugins): lerobot-record writes a dataset LeRobot loads, with the follower following a leader
-topic; lerobot-replay plays that episode's actions to the follower; lerobot-teleoperate moves the follower."""
+"""LeRobot's own scripts (the reference venv's: 0.6.1, or 0.4.4's) drive the fake-hardware SO-101 through the
+plugins (`--robot.type=ros`, `--teleop.type=ros`), in LeRobot's environment (.venv-lerobot-ref with the plugins:
+scripts/setup.sh --with-lerobot-plugins): lerobot-record writes a dataset LeRobot loads, with the follower following
+a leader topic; lerobot-replay plays that episode's actions to the follower; lerobot-teleoperate moves the follower."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 from plugin_stack import LEROBOT_SCRIPT_MARKS, REPO, StampedHistory, arm_contract, launch_fake_follower
 
 from lerobot_contract import load_contract
-from lerobot_ros.testing import reference_env, reference_venv
+from lerobot_ros.testing import reference_env, reference_lerobot_version, reference_venv
 
 NAMES = ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]
 OFFSET_RAD = np.radians(25.0)  # the leader's shoulder_pan, away from the follower's start
@@ -210,7 +210,8 @@ def test_missing_topic_is_one_line_for_lerobot_users(ros_domain, tmp_path) -> No
 
 def test_lerobot_makes_and_reads_a_ros_camera(ros_node, tmp_path) -> None:
     """LeRobot's own camera factory makes camera type `ros` (as a robot's `--robot.cameras` does); it reads the
-    newest image, and async_read a newer frame."""
+    newest image, async_read a newer frame, and read_latest the newest one without LeRobot 0.6's warning for a
+    camera that lacks it."""
     from test_camera_core import TOPIC, ImageStream
 
     stream = ImageStream(ros_node)
@@ -226,12 +227,17 @@ camera.connect()
 first = camera.read()
 first_ns = camera.camera._last_ns
 second = camera.async_read(timeout_ms=2000)
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    latest = camera.read_latest(max_age_ms=1000)
 camera.disconnect()
-print("CAMERA", type(camera).__name__, first.shape, first.dtype, second.shape, camera.camera._last_ns > first_ns)
+print("CAMERA", type(camera).__name__, first.shape, first.dtype, second.shape, camera.camera._last_ns > first_ns,
+      latest.shape)
 """], tmp_path)  # fmt: skip
     finally:
         stream.stop()
-    assert "CAMERA RosCamera (24, 32, 3) uint8 (24, 32, 3) True" in output, output[-3000:]
+    assert "CAMERA RosCamera (24, 32, 3) uint8 (24, 32, 3) True (24, 32, 3)" in output, output[-3000:]
 
 
 @pytest.mark.slow
@@ -245,12 +251,14 @@ def test_record_the_sim_with_its_camera(processes, sim_env, ros_node, tmp_path) 
                      str(REPO / "launch/sim.launch.yaml")], env=sim_env, name="sim")  # fmt: skip
     leader = Leader(ros_node, np.zeros(6))
     root = tmp_path / "dataset"
+    # LeRobot 0.6 moved the video codec into the dataset's RGB encoder options.
+    h264 = "--dataset.rgb_encoder.vcodec=h264" if reference_lerobot_version() >= (0, 6) else "--dataset.vcodec=h264"
     try:
         run_lerobot("lerobot-record", ["--robot.type=ros", "--robot.contract=so101_sim",
             "--robot.connect_timeout_s=180", "--robot.observation_timeout_s=5", "--teleop.type=ros",
             "--teleop.contract=so101_sim", "--teleop.connect_timeout_s=60", "--dataset.repo_id=local/ros_sim",
             f"--dataset.root={root}", "--dataset.single_task=reach", "--dataset.num_episodes=1",
-            "--dataset.episode_time_s=3", "--dataset.reset_time_s=0", "--dataset.vcodec=h264",
+            "--dataset.episode_time_s=3", "--dataset.reset_time_s=0", h264,
             "--dataset.push_to_hub=false", "--display_data=false", "--play_sounds=false"], tmp_path)  # fmt: skip
     finally:
         leader.stop()
