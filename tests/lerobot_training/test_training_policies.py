@@ -221,3 +221,14 @@ def test_add_noise_matches_the_closed_form() -> None:
     sample, noise = torch.ones(2, 4, 1), torch.zeros(2, 4, 1)
     noisy = scheduler.add_noise(sample, noise, torch.tensor([0, 99]))
     assert torch.allclose(noisy[:, 0, 0], scheduler.alphas_cumprod[[0, 99]].sqrt())
+
+
+@pytest.mark.parametrize("cameras", [1, 2])
+def test_separate_rgb_encoders_are_named_as_lerobot_names_them(cameras: int) -> None:
+    """With use_separate_rgb_encoder_per_camera (LeRobot 0.6's default) LeRobot keeps a list of encoders, one a
+    camera, also for a single camera (`diffusion.rgb_encoder.0.backbone...`): a checkpoint it writes loads here."""
+    separate = make_diffusion(cameras=cameras, use_separate_rgb_encoder_per_camera=True).state_dict()
+    assert any(key.startswith("diffusion.rgb_encoder.0.backbone.") for key in separate), sorted(separate)[:5]
+    assert not any(key.startswith(f"diffusion.rgb_encoder.{cameras}.") for key in separate)
+    shared = make_diffusion(cameras=cameras).state_dict()
+    assert any(key.startswith("diffusion.rgb_encoder.backbone.") for key in shared), sorted(shared)[:5]

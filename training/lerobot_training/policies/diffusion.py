@@ -322,7 +322,9 @@ class DiffusionModel(nn.Module):
             image_shape = config.image_features[cameras[0]].shape
             count = len(cameras) if config.use_separate_rgb_encoder_per_camera else 1
             self.rgb_encoders = [RgbEncoder(config, image_shape) for _ in range(count)]
-            self.rgb_encoder: nn.Module = nn.ModuleList(self.rgb_encoders) if count > 1 else self.rgb_encoders[0]
+            # Separate encoders are a list even for one camera, as LeRobot keeps them (its checkpoints' names).
+            separate = config.use_separate_rgb_encoder_per_camera
+            self.rgb_encoder: nn.Module = nn.ModuleList(self.rgb_encoders) if separate else self.rgb_encoders[0]
             cond_per_step += self.rgb_encoders[0].feature_dim * len(cameras)
         if config.env_state_feature is not None:
             cond_per_step += config.env_state_feature.shape[0]
