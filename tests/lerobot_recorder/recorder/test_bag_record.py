@@ -164,6 +164,28 @@ def test_bag_record_stops_at_its_duration_on_a_live_topic(processes, tmp_path: P
     assert max(stamps) - min(stamps) <= 2_000_000_000, f"the bag spans {(max(stamps) - min(stamps)) / 1e9:.2f} s"
 
 
+def test_bag_record_duration_counts_from_the_first_message(processes, tmp_path: Path) -> None:
+    """Finding the publishers can take longer than `--duration` (seconds on a loaded host): the duration counts from
+    the first message received, so the bag still spans it. Here the publisher starts only after a duration has
+    passed since the recorder started (the bag was empty before)."""
+    import time
+
+    out = tmp_path / "late"
+    recorder = processes.start(
+        [venv_script("lerobot-ros"), "bag", "record", "/follower/joint_states", "-o", str(out), "--duration", "1.0"],
+        name="bag-late",
+    )
+    recorder.wait_for_output("recording into", timeout=60)
+    time.sleep(1.5)  # the scenario: longer than the duration, with nothing published yet
+    start_streams(processes)
+    assert recorder.wait(60) == 0, recorder.output()[-3000:]
+    with BagSource(out) as source:
+        stamps = [stamp for _, stamp, _ in source.messages(["/follower/joint_states"])]
+    assert stamps, recorder.output()[-3000:]
+    span_s = (max(stamps) - min(stamps)) / 1e9
+    assert 0.5 <= span_s <= 1.0, f"the bag spans {span_s:.2f} s of a 1.0 s duration"
+
+
 def test_bag_record_rejects_bad_selections(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from lerobot_ros.cli import main
 

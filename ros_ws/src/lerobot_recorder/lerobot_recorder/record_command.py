@@ -21,7 +21,10 @@ def _add_bag(parser: argparse.ArgumentParser) -> None:
     record.add_argument("-o", "--output", type=Path, required=True, help="bag folder to create")
     record.add_argument("--max-bag-size", type=float, default=0.0, metavar="MB", help="split after this many MB")
     record.add_argument("--max-bag-duration", type=float, default=0.0, metavar="S", help="split after this long")
-    record.add_argument("--duration", type=float, default=0.0, metavar="S", help="stop after this long (0: Ctrl-C)")
+    record.add_argument(
+        "--duration", type=float, default=0.0, metavar="S",
+        help="stop S s after the first message was received: the bag spans S s (0: until Ctrl-C)",
+    )  # fmt: skip
     record.add_argument("--use-sim-time", action="store_true", help="stamp messages with /clock time")
     add_play(verbs)
 
@@ -50,8 +53,10 @@ def _run_record(args: argparse.Namespace) -> int:
     apply_ros_environment()
     rclpy.init()
     stop = stop_on_signals()
-    # Bag stamps are reception times on the system clock; nothing can be received before the node exists.
-    end_ns = time.time_ns() + round(args.duration * 1e9) if args.duration else None
+    # The duration counts from the first message received (bag stamps are reception times on the system clock), not
+    # from the start: discovering the publishers takes a variable time, seconds on a loaded host.
+    duration_ns = round(args.duration * 1e9)
+    end_ns: int | None = None
     try:
         try:
             node = BagRecorder(
@@ -64,10 +69,11 @@ def _run_record(args: argparse.Namespace) -> int:
         except RecorderError as err:
             raise CommandError(str(err)) from None
         print(f"recording into {args.output} (Ctrl-C to stop)", flush=True)
-        if end_ns is not None:
-            node.stop_at(end_ns)
         while not stop.is_set() and rclpy.ok() and node.error is None:
             rclpy.spin_once(node, timeout_sec=0.1)
+            if duration_ns and end_ns is None and node.first_received_ns is not None:
+                end_ns = node.first_received_ns + duration_ns
+                node.stop_at(end_ns)
             if end_ns is not None and time.time_ns() >= end_ns:
                 break
         node.stop_at(time.time_ns() if end_ns is None else min(end_ns, time.time_ns()))

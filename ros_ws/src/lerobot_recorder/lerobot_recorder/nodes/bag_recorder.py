@@ -59,6 +59,7 @@ class BagRecorder(Node):
         self._heard: set[str] = set()
         self.error: str | None = None
         self.received = 0
+        self.first_received_ns: int | None = None  # the system time the first message was received
         # Messages that reach this process after this time (system clock, ns) are not recorded (`stop_at`).
         self._stop_ns: int | None = None
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
@@ -140,6 +141,8 @@ class BagRecorder(Node):
         received_ns = int(info.get("received_timestamp") or 0) or time.time_ns()
         if self._stop_ns is not None and received_ns > self._stop_ns:
             return
+        if self.first_received_ns is None:
+            self.first_received_ns = received_ns
         self.received += 1
         lost = self._gaps.lost_from_info(topic, info)
         if lost:
