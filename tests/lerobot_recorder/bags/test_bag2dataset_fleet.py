@@ -272,6 +272,7 @@ def test_slurm_job_scripts(make_bag: MakeBag, tmp_path: Path, capsys: pytest.Cap
     assert "sbatch not found" in capsys.readouterr().err
 
 
+@pytest.mark.extended  # a failing task's isolation: test_a_crashing_task_is_reported_the_rest_finish...
 def test_a_bag_that_does_not_fit_the_contract_fails_only_its_task(
     make_bag: MakeBag, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -82,7 +82,7 @@ def _cli_args(bags: list[Path], contract: Path, root: Path, *extra: str) -> list
     ]
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.extended)])
 def test_killed_conversion_rerun_equals_a_clean_run(
     make_bag: MakeBag, tmp_path: Path, capsys: pytest.CaptureFixture[str], jobs: int
 ) -> None:
