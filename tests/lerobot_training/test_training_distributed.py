@@ -147,6 +147,7 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in result.stdout.split()]
 
 
+@pytest.mark.extended
 def test_a_rank_that_dies_stops_the_run_with_one_line_and_the_last_checkpoint_loads(
     tiny_dataset: Path, tmp_path: Path
 ) -> None:
@@ -180,6 +181,7 @@ def test_a_rank_that_dies_stops_the_run_with_one_line_and_the_last_checkpoint_lo
     assert loaded.source == "lerobot_ros"
 
 
+@pytest.mark.extended
 def test_a_sigkilled_train_command_takes_torchrun_and_its_ranks_down(tiny_dataset: Path, tmp_path: Path) -> None:
     """`lerobot-ros train --nproc 2` SIGKILLed: torchrun gets its parent-death SIGTERM and stops both ranks.
     Before, torchrun (PPID 1) and the ranks trained on until their step limit."""
@@ -239,6 +241,7 @@ def two_hosts() -> Iterator[tuple[str, str, str]]:
             subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
 
 
+@pytest.mark.extended
 def test_two_ranks_on_two_network_namespaces_train_together(
     tiny_dataset: Path, tmp_path: Path, two_hosts: tuple[str, str, str]
 ) -> None:

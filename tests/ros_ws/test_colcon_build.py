@@ -42,6 +42,11 @@ def console_scripts(package: str) -> list[str]:
     return [line.split("=")[0].strip() for line in lines if line.strip()]
 
 
+# One colcon build of every package (minutes): run by `make test-extended` (and CI); `make test-install` and the
+# ament prefix tests cover the installed layout in the default run.
+pytestmark = pytest.mark.extended
+
+
 @pytest.fixture(scope="module")
 def colcon_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("colcon_ws")
@@ -77,14 +82,12 @@ def colcon_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ws / "install"
 
 
-@pytest.mark.slow
 def test_every_package_is_built_and_indexed(colcon_install: Path) -> None:
     for package in [*PYTHON_PACKAGES, "lerobot_msgs"]:
         assert (colcon_install / package / "share" / "ament_index" / "resource_index" / "packages" / package).exists()
         assert (colcon_install / package / "share" / package / "package.xml").exists()
 
 
-@pytest.mark.slow
 def test_interfaces_are_generated(colcon_install: Path) -> None:
     site = colcon_install / "lerobot_msgs" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     generated = site / "site-packages" / "lerobot_msgs"
@@ -95,7 +98,6 @@ def test_interfaces_are_generated(colcon_install: Path) -> None:
     assert (colcon_install / "lerobot_msgs" / "share" / "lerobot_msgs" / "msg" / "ActionChunk.msg").exists()
 
 
-@pytest.mark.slow
 def test_launch_and_config_land_in_share(colcon_install: Path) -> None:
     checked = 0
     for package in PYTHON_PACKAGES:
@@ -107,7 +109,6 @@ def test_launch_and_config_land_in_share(colcon_install: Path) -> None:
     assert checked >= 1  # at least the DDS profile
 
 
-@pytest.mark.slow
 def test_console_scripts_land_in_lib_package(colcon_install: Path) -> None:
     for package in PYTHON_PACKAGES:
         scripts = console_scripts(package)
@@ -127,7 +128,6 @@ def install_environment(install: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONNOUSERSITE="1")
 
 
-@pytest.mark.slow
 def test_installed_executables_run(colcon_install: Path) -> None:
     # What `ros2 run lerobot_sim_bridge sim_render_meshes --help` runs, with the PYTHONPATH `install/setup.bash` sets.
     env = install_environment(colcon_install)
@@ -149,7 +149,6 @@ def test_installed_executables_run(colcon_install: Path) -> None:
         assert "usage:" in result.stdout
 
 
-@pytest.mark.slow
 def test_the_policy_node_imports_training_and_the_server_client_from_the_workspace(colcon_install: Path) -> None:
     # Both executables of lerobot_policy_node import lerobot_training when they load (and the policy node the policy
     # server's client for grpc://): on a ROS install they come from the workspace the node was built in.
