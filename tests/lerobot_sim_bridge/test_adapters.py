@@ -1,5 +1,10 @@
 """Adapters without ROS: SO-101 joint-level control, seeded resets, cameras, gym-pusht, bad configuration."""
 
+import importlib.util
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -137,3 +142,25 @@ def test_so101_front_camera_shows_the_goal_marker_where_the_goal_is():
         without.close()
     finally:
         adapter.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed (a CPU-only torch)")
+def test_torch_trains_in_a_process_whose_sim_rendered_first() -> None:
+    """Mesa's EGL loads the system's LLVM; Triton (PyPI's Linux torch brings it) loaded after it crashed the process
+    at torch's first optimizer (SIGSEGV in `import triton`: the default test run died so). In a fresh process, as a
+    sim bridge or an in-process evaluation renders before a policy trains."""
+    code = (
+        "from lerobot_sim_bridge.adapters import CameraConfig, SimConfig, make_adapter\n"
+        "adapter = make_adapter('so101_pick_place', SimConfig(cameras=(CameraConfig('front', 64, 48),)))\n"
+        "adapter.reset(1)\n"
+        "assert adapter.render('front').std() > 5\n"
+        "import torch\n"
+        "torch.optim.AdamW([torch.zeros(2, requires_grad=True)])\n"
+        "print('trained')\n"
+    )
+    env = {**os.environ, "MUJOCO_GL": "egl"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-2000:]}"
+    assert "trained" in result.stdout

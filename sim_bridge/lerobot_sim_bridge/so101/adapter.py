@@ -9,6 +9,8 @@ marker and an optional wrist camera, so cameras never change the physics.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -80,10 +82,19 @@ def _make_env(config: SimConfig) -> Any:
     return env
 
 
+def load_triton_before_gl() -> None:
+    """Import Triton, when installed (PyPI's Linux torch brings it), before MuJoCo's first OpenGL context: Mesa's
+    EGL/OSMesa driver loads the system's LLVM, and Triton's own LLVM loaded after it crashes the process (SIGSEGV in
+    `import triton`, which torch does at its first optimizer or torch.compile); loaded first, both work."""
+    if importlib.util.find_spec("triton") is not None:
+        importlib.import_module("triton")
+
+
 class _CameraRenderer:
     """Renders the kinematics-only render model for cameras of one image size."""
 
     def __init__(self, model: Any, width: int, height: int) -> None:
+        load_triton_before_gl()
         import mujoco
 
         self._mujoco = mujoco
