@@ -86,6 +86,14 @@ step "virtualenv"
 SUPPORTED_PYTHONS="3.12 or 3.11"
 py_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 is_supported() { [[ $1 == 3.12 || $1 == 3.11 ]]; }
+find_python() {  # find_python 3.12: an interpreter of that version (python3.12 on PATH, pyenv's), or nothing
+  local candidate candidates=("python$1")
+  if command -v pyenv >/dev/null 2>&1; then candidates+=("$(pyenv root)"/versions/"$1".*/bin/python"$1"); fi
+  for candidate in "${candidates[@]}"; do
+    if [[ "$(py_minor "$candidate")" == "$1" ]]; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
 if [[ -n ${PYTHON:-} ]]; then
   BASE_PY=$PYTHON
   base_minor=$(py_minor "$BASE_PY") || fail "PYTHON=$BASE_PY does not run; set PYTHON to a Python $SUPPORTED_PYTHONS interpreter"
@@ -93,15 +101,8 @@ if [[ -n ${PYTHON:-} ]]; then
 elif [[ -x "$PY" ]] && is_supported "$(py_minor "$PY")"; then
   BASE_PY=$PY  # an existing venv of a supported Python is kept
 else
-  # python3.12 first (Ubuntu 24.04's, where ROS 2 Jazzy and Kilted live), then pyenv's, then python3.11.
-  BASE_PY=""
-  pyenv_312=()
-  if command -v pyenv >/dev/null 2>&1; then
-    pyenv_312=("$(pyenv root)"/versions/3.12.*/bin/python3.12)
-  fi
-  for candidate in python3.12 "${pyenv_312[@]}" python3.11; do
-    if [[ "$(py_minor "$candidate")" =~ ^3\.1[12]$ ]]; then BASE_PY=$candidate; break; fi
-  done
+  # python3.12 first (Ubuntu 24.04's, where ROS 2 Jazzy and Kilted live, or pyenv's), then python3.11.
+  BASE_PY=$(find_python 3.12 || find_python 3.11) || BASE_PY=""
   [[ -n $BASE_PY ]] || fail "no Python $SUPPORTED_PYTHONS found; install python3.12 (Ubuntu 24.04: apt install python3.12-venv python3.12-dev) or set PYTHON=/path/to/python3.12"
 fi
 base_minor=$(py_minor "$BASE_PY")
@@ -229,14 +230,6 @@ pip_into() {
   shift
   "$py" -m pip install --quiet --disable-pip-version-check "$@" \
     2> >(grep -v "is ignored: it is neither a file nor a directory" >&2 || true)
-}
-find_python() {  # find_python 3.12: an interpreter of that version (python3.12 on PATH, pyenv's), or nothing
-  local candidate candidates=("python$1")
-  if command -v pyenv >/dev/null 2>&1; then candidates+=("$(pyenv root)"/versions/"$1".*/bin/python"$1"); fi
-  for candidate in "${candidates[@]}"; do
-    if [[ "$(py_minor "$candidate")" == "$1" ]]; then echo "$candidate"; return 0; fi
-  done
-  return 1
 }
 # lerobot_venv VENV PYTHON_MINOR REQUIREMENTS [ACT_EXTRAS_REQUIREMENTS]: LeRobot, its dataset loader and the policy
 # server in VENV (made with that Python when absent or of another Python).
